@@ -1,0 +1,383 @@
+//! The case file: one YAML per model, a strict superset of mobius' `cases/<task>/<id>.yaml` schema.
+//!
+//! Unknown fields are errors (a typo must never silently drop a check). mobius' files load unchanged; our extensions
+//! (`reference`, `tokenizer`, `modalities`, `matrix`, `tolerance`) are all optional.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+
+use crate::error::{Error, Result, bail};
+use crate::tolerance::ToleranceOverride;
+
+/// What a case file holds, field for field.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    pub model_id: String,
+    pub model_type: String,
+    pub revision: String,
+    pub task_type: String,
+    /// mobius' one dtype (`float32`, ...): the reference's dtype, and the package dtype when `matrix` is absent.
+    pub dtype: Dtype,
+    pub level: Levels,
+    #[serde(default)]
+    pub inputs: Inputs,
+    #[serde(default)]
+    pub generation: Generation,
+    #[serde(default)]
+    pub trust_remote_code: bool,
+    #[serde(default)]
+    pub skip_reason: Option<String>,
+    #[serde(default)]
+    pub ci_skip_reason: Option<String>,
+    #[serde(default)]
+    pub min_token_match_ratio: Option<f64>,
+    #[serde(default)]
+    pub notes: Option<String>,
+    #[serde(default)]
+    pub architecture: Option<String>,
+
+    /// Hugging Face weights the goldens are made from (a directory under the repository).
+    #[serde(default)]
+    pub reference: Option<String>,
+    /// Directory holding `tokenizer.json`; defaults to `reference`.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
+    #[serde(default)]
+    pub modalities: Option<Vec<Modality>>,
+    #[serde(default)]
+    pub matrix: Option<Matrix>,
+    #[serde(default)]
+    pub tolerance: Option<ToleranceOverride>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inputs {
+    #[serde(default)]
+    pub prompts: Vec<String>,
+    #[serde(default)]
+    pub images: Vec<String>,
+    #[serde(default)]
+    pub audio: Vec<String>,
+    #[serde(default)]
+    pub decoder_prompt: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generation {
+    #[serde(default)]
+    pub max_new_tokens: Option<u32>,
+    #[serde(default)]
+    pub do_sample: Option<bool>,
+    #[serde(default)]
+    pub eos_token_id: Option<i64>,
+    #[serde(default)]
+    pub lang: Option<String>,
+    #[serde(default)]
+    pub target_model_id: Option<String>,
+}
+
+/// The variants a case covers: every `eps` x `dtypes` pair, each its own package.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    pub eps: Vec<Ep>,
+    pub dtypes: Vec<Dtype>,
+    /// Path template with `{ep}` and `{dtype}`, e.g. `fixtures/qwen3-tiny/onnx/{ep}-{dtype}`.
+    #[serde(default)]
+    pub package: Option<String>,
+    /// Explicit paths per variant, keyed `<ep>/<dtype>`; they win over `package`.
+    #[serde(default)]
+    pub packages: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+    Int4,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::Int4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::Int4 => "int4",
+        }
+    }
+
+    /// Accepts our short names and mobius' long ones.
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Some(match s {
+            "f32" | "float32" | "fp32" => Dtype::F32,
+            "f16" | "float16" | "fp16" => Dtype::F16,
+            "bf16" | "bfloat16" => Dtype::Bf16,
+            "int4" | "q4" => Dtype::Int4,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ep {
+    /// The builder's portable flavour: runs on CPU, or on CUDA when `MOBIUS_TEST_DEVICE=cuda`.
+    Default,
+    /// The CPU flavour (GroupQueryAttention, no `position_ids`).
+    Cpu,
+    /// The CUDA flavour: runs only on the CUDA execution provider.
+    Cuda,
+}
+
+impl Ep {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ep::Default => "default",
+            Ep::Cpu => "cpu",
+            Ep::Cuda => "cuda",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Ep> {
+        Some(match s {
+            "default" => Ep::Default,
+            "cpu" => Ep::Cpu,
+            "cuda" => Ep::Cuda,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Prefill: last-position logits against the reference.
+    L4,
+    /// Greedy generation with the KV cache: tokens against the reference.
+    L5,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::L4 => "L4",
+            Level::L5 => "L5",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Level> {
+        match s {
+            "L4" => Some(Level::L4),
+            "L5" => Some(Level::L5),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Modality {
+    Text,
+    Image,
+    Audio,
+    ImageAudio,
+}
+
+impl Modality {
+    pub fn name(self) -> &'static str {
+        match self {
+            Modality::Text => "text",
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+            Modality::ImageAudio => "image+audio",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Modality> {
+        Some(match s {
+            "text" => Modality::Text,
+            "image" => Modality::Image,
+            "audio" => Modality::Audio,
+            "image+audio" => Modality::ImageAudio,
+            _ => return None,
+        })
+    }
+}
+
+macro_rules! deserialize_by_name {
+    ($ty:ty, $what:literal, $expected:literal) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                <$ty>::parse(&s)
+                    .ok_or_else(|| serde::de::Error::custom(format!(concat!("unknown ", $what, " {:?}, expected one of ", $expected), s)))
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
+deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
+deserialize_by_name!(Level, "level", "L4, L5");
+deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
+
+/// mobius' `level: "L4" | "L5" | "L4+L5"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Levels(pub Vec<Level>);
+
+impl<'de> Deserialize<'de> for Levels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let levels: Option<Vec<Level>> = s.split('+').map(|p| Level::parse(p.trim())).collect();
+        match levels {
+            Some(mut v) if !v.is_empty() => {
+                v.sort();
+                v.dedup();
+                Ok(Levels(v))
+            }
+            _ => Err(serde::de::Error::custom(format!("unknown level {s:?}, expected \"L4\", \"L5\" or \"L4+L5\""))),
+        }
+    }
+}
+
+/// One package a case runs: a build flavour at a dtype.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub ep: Ep,
+    pub dtype: Dtype,
+    /// The package directory, resolved against the suite root; `None` when the case names none.
+    pub package: Option<PathBuf>,
+}
+
+/// A parsed, validated case.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// File stem: `qwen3-tiny` for `cases/causal-lm/qwen3-tiny.yaml`.
+    pub name: String,
+    /// The folder between `cases/` and the file (`causal-lm`), mirrored under `goldens/`.
+    pub task_dir: String,
+    /// Path of the case file relative to the suite root, with `/` separators.
+    pub file: String,
+    pub spec: CaseSpec,
+}
+
+impl Case {
+    /// Parses a case file's text. `file` is its display path, used in every message.
+    pub fn parse(file: &str, task_dir: &str, name: &str, text: &str) -> Result<Case> {
+        let spec: CaseSpec = serde_saphyr::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        let case = Case { name: name.to_string(), task_dir: task_dir.to_string(), file: file.to_string(), spec };
+        case.validate()?;
+        Ok(case)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let s = &self.spec;
+        let file = &self.file;
+        if s.model_id.trim().is_empty() {
+            bail!("{file}: field `model_id` is empty");
+        }
+        if s.inputs.prompts.len() > 1 {
+            bail!(
+                "{file}: field `inputs.prompts` has {} prompts; a case's golden covers one prompt, so split it into one case per prompt",
+                s.inputs.prompts.len()
+            );
+        }
+        if let Some(r) = s.min_token_match_ratio
+            && !(0.0..=1.0).contains(&r)
+        {
+            bail!("{file}: field `min_token_match_ratio` is {r}, expected a number in [0, 1]");
+        }
+        if s.generation.do_sample == Some(true) {
+            bail!("{file}: field `generation.do_sample` is true; goldens need greedy decoding (false)");
+        }
+        if let Some(m) = &s.matrix {
+            if m.eps.is_empty() || m.dtypes.is_empty() {
+                bail!("{file}: field `matrix` needs at least one entry in `eps` and in `dtypes`");
+            }
+            for key in m.packages.keys() {
+                let ok = key
+                    .split_once('/')
+                    .and_then(|(e, d)| Some((Ep::parse(e)?, Dtype::parse(d)?)))
+                    .is_some_and(|(e, d)| m.eps.contains(&e) && m.dtypes.contains(&d));
+                if !ok {
+                    bail!(
+                        "{file}: field `matrix.packages` has key {key:?}; expected `<ep>/<dtype>` with an ep from `matrix.eps` and a dtype from `matrix.dtypes`"
+                    );
+                }
+            }
+        }
+        if let Some(t) = &s.tolerance {
+            t.validate().map_err(|e| e.context(format!("{file}: field `tolerance`")))?;
+        }
+        Ok(())
+    }
+
+    pub fn levels(&self) -> &[Level] {
+        &self.spec.level.0
+    }
+
+    /// The modalities this case runs: as listed, or inferred from its inputs (mobius' files list none).
+    pub fn modalities(&self) -> Vec<Modality> {
+        if let Some(m) = &self.spec.modalities {
+            return m.clone();
+        }
+        let i = &self.spec.inputs;
+        vec![match (i.images.is_empty(), i.audio.is_empty()) {
+            (false, false) => Modality::ImageAudio,
+            (false, true) => Modality::Image,
+            (true, false) => Modality::Audio,
+            (true, true) => Modality::Text,
+        }]
+    }
+
+    /// Every (ep, dtype) package the case covers, sorted, with package paths resolved against `root`.
+    pub fn variants(&self, root: &Path) -> Vec<Variant> {
+        let Some(m) = &self.spec.matrix else {
+            return vec![Variant { ep: Ep::Default, dtype: self.spec.dtype, package: None }];
+        };
+        let mut out = Vec::new();
+        for &ep in &m.eps {
+            for &dtype in &m.dtypes {
+                let key = format!("{ep}/{dtype}");
+                let path = m
+                    .packages
+                    .get(&key)
+                    .cloned()
+                    .or_else(|| m.package.as_ref().map(|t| t.replace("{ep}", ep.name()).replace("{dtype}", dtype.name())));
+                out.push(Variant { ep, dtype, package: path.map(|p| root.join(p)) });
+            }
+        }
+        out.sort_by_key(|v| (v.ep, v.dtype));
+        out.dedup_by_key(|v| (v.ep, v.dtype));
+        out
+    }
+
+    /// The prompt the goldens were made from (mobius' cases hold at most one).
+    pub fn prompt(&self) -> Option<&str> {
+        self.spec.inputs.prompts.first().map(String::as_str)
+    }
+
+    pub fn max_new_tokens(&self) -> u32 {
+        self.spec.generation.max_new_tokens.unwrap_or(16)
+    }
+
+    /// Directory of `tokenizer.json`: `tokenizer`, else `reference`, else none.
+    pub fn tokenizer_dir(&self, root: &Path) -> Option<PathBuf> {
+        self.spec.tokenizer.as_ref().or(self.spec.reference.as_ref()).map(|p| root.join(p))
+    }
+
+    pub fn reference_dir(&self, root: &Path) -> Option<PathBuf> {
+        self.spec.reference.as_ref().map(|p| root.join(p))
+    }
+}

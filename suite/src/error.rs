@@ -1,0 +1,47 @@
+//! One error type: a message that already names the file, field or tensor it is about.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn new(message: impl Into<String>) -> Self {
+        Error(message.into())
+    }
+
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+
+    /// Prefixes the message with where it happened (`cases/x.yaml: ...`).
+    pub fn context(self, place: impl fmt::Display) -> Self {
+        Error(format!("{place}: {}", self.0))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Adds a place to any displayable error: `fs::read(p).at(p.display())?`.
+pub trait At<T> {
+    fn at(self, place: impl fmt::Display) -> Result<T>;
+}
+
+impl<T, E: fmt::Display> At<T> for std::result::Result<T, E> {
+    fn at(self, place: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error(format!("{place}: {e}")))
+    }
+}
+
+macro_rules! bail {
+    ($($arg:tt)*) => { return Err($crate::error::Error::new(format!($($arg)*))) };
+}
+pub(crate) use bail;

@@ -1,0 +1,333 @@
+//! Goldens: what the Hugging Face reference computed, in mobius' JSON layout plus what a precise verdict needs.
+//!
+//! `goldens/<task>/<case>.json` (L4, prefill) and `<case>_generation.json` (L5). Floats are C99 hex floats.
+//! `cargo xtask regen-goldens` is the only writer, and it writes atomically (temp file + rename).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{At, Error, Result, bail};
+use crate::hexfloat;
+use crate::logits::TopK;
+
+/// Above this vocabulary size the full last-position logits go to a safetensors sidecar instead of the JSON.
+pub const INLINE_LOGITS_MAX: usize = 4096;
+
+/// A float stored as a hex string.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hex(pub f64);
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&hexfloat::format_f64(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Hex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        hexfloat::parse_f64(&s).map(Hex).map_err(serde::de::Error::custom)
+    }
+}
+
+fn hexes(v: &[f32]) -> Vec<Hex> {
+    v.iter().map(|&x| Hex(x as f64)).collect()
+}
+
+/// Where the golden came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub reference: String,
+    pub transformers: String,
+    pub torch: String,
+    pub dtype: String,
+    pub device: String,
+}
+
+/// L4: the reference's prefill, last position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefillGolden {
+    pub top1_id: i64,
+    pub top2_id: i64,
+    pub top10_ids: Vec<i64>,
+    pub top10_logits: Vec<Hex>,
+    /// max, min, mean, population std of the last-position logits.
+    pub logits_summary: Vec<Hex>,
+    pub input_ids: Vec<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocab_size: Option<usize>,
+    /// The full last-position logits, inline for small vocabularies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_logits: Option<Vec<Hex>>,
+    /// Or a safetensors sidecar next to this file holding tensor `last_logits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_logits_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// mobius' multimodal goldens carry these; they are kept, not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_norms: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_shapes: Option<serde_json::Value>,
+}
+
+/// The reference's top-10 at one generation step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepTop {
+    pub ids: Vec<i64>,
+    pub logits: Vec<Hex>,
+}
+
+impl StepTop {
+    /// The reference's own top1-top2 margin at this step (how close to a coin flip it was).
+    pub fn margin(&self) -> Option<f64> {
+        Some(self.logits.first()?.0 - self.logits.get(1)?.0)
+    }
+
+    pub fn logit_of(&self, id: i64) -> Option<f64> {
+        self.ids.iter().position(|&i| i == id).map(|p| self.logits[p].0)
+    }
+}
+
+/// L5: the reference's greedy generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerationGolden {
+    pub model_id: String,
+    pub prompt: String,
+    pub generated_tokens: Vec<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_new_tokens: Option<u32>,
+    /// One entry per generated token: the reference's top-10 at that step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepTop>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+impl GenerationGolden {
+    /// The smallest top1-top2 margin over all steps (how close the golden is to flipping honestly).
+    pub fn min_margin(&self) -> Option<f64> {
+        self.steps.iter().filter_map(StepTop::margin).reduce(f64::min)
+    }
+}
+
+/// Paths of a case's goldens.
+#[derive(Debug, Clone)]
+pub struct GoldenPaths {
+    pub prefill: PathBuf,
+    pub generation: PathBuf,
+}
+
+impl GoldenPaths {
+    pub fn new(goldens_dir: &Path, task_dir: &str, case: &str) -> GoldenPaths {
+        let dir = if task_dir.is_empty() { goldens_dir.to_path_buf() } else { goldens_dir.join(task_dir) };
+        GoldenPaths { prefill: dir.join(format!("{case}.json")), generation: dir.join(format!("{case}_generation.json")) }
+    }
+
+    pub fn sidecar(&self) -> PathBuf {
+        self.prefill.with_extension("logits.safetensors")
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+    let text = fs::read_to_string(path).at(path.display())?;
+    serde_json::from_str(&text).map_err(|e| Error::new(format!("{}: {e}", path.display())))
+}
+
+impl PrefillGolden {
+    pub fn load(path: &Path) -> Result<PrefillGolden> {
+        let g: PrefillGolden = read_json(path)?;
+        g.validate().map_err(|e| e.context(path.display()))?;
+        Ok(g)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.top10_ids.len() != self.top10_logits.len() {
+            bail!("field `top10_logits` has {} entries but `top10_ids` has {}", self.top10_logits.len(), self.top10_ids.len());
+        }
+        if self.top10_ids.first() != Some(&self.top1_id) {
+            bail!("field `top1_id` is {} but `top10_ids` starts with {:?}", self.top1_id, self.top10_ids.first());
+        }
+        if self.logits_summary.len() != 4 {
+            bail!("field `logits_summary` has {} entries, expected 4 (max, min, mean, std)", self.logits_summary.len());
+        }
+        if let (Some(v), Some(l)) = (self.vocab_size, &self.last_logits)
+            && l.len() != v
+        {
+            bail!("field `last_logits` has {} entries but `vocab_size` is {v}", l.len());
+        }
+        Ok(())
+    }
+
+    /// The reference's full last-position logits, if this golden has them (mobius' goldens do not).
+    pub fn full_logits(&self, golden_path: &Path) -> Result<Option<Vec<f32>>> {
+        if let Some(v) = &self.last_logits {
+            return Ok(Some(v.iter().map(|h| h.0 as f32).collect()));
+        }
+        let Some(file) = &self.last_logits_file else { return Ok(None) };
+        let path = golden_path.parent().unwrap_or(Path::new(".")).join(file);
+        let bytes = fs::read(&path).at(path.display())?;
+        let st = safetensors::SafeTensors::deserialize(&bytes).at(path.display())?;
+        let t = st.tensor("last_logits").at(format!("{}: tensor `last_logits`", path.display()))?;
+        if t.dtype() != safetensors::Dtype::F32 {
+            bail!("{}: tensor `last_logits` is {:?}, expected F32", path.display(), t.dtype());
+        }
+        let v: Vec<f32> = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if let Some(n) = self.vocab_size
+            && n != v.len()
+        {
+            bail!("{}: tensor `last_logits` has {} entries but the golden's `vocab_size` is {n}", path.display(), v.len());
+        }
+        Ok(Some(v))
+    }
+
+    /// The reference's top1-top2 margin at the last position.
+    pub fn margin(&self) -> Option<f64> {
+        Some(self.top10_logits.first()?.0 - self.top10_logits.get(1)?.0)
+    }
+}
+
+impl GenerationGolden {
+    pub fn load(path: &Path) -> Result<GenerationGolden> {
+        let g: GenerationGolden = read_json(path)?;
+        if !g.steps.is_empty() && g.steps.len() != g.generated_tokens.len() {
+            bail!(
+                "{}: field `steps` has {} entries but `generated_tokens` has {}",
+                path.display(),
+                g.steps.len(),
+                g.generated_tokens.len()
+            );
+        }
+        for (i, s) in g.steps.iter().enumerate() {
+            if s.ids.len() != s.logits.len() || s.ids.is_empty() {
+                bail!(
+                    "{}: field `steps[{i}]` needs as many `logits` as `ids` (got {} and {})",
+                    path.display(),
+                    s.logits.len(),
+                    s.ids.len()
+                );
+            }
+        }
+        Ok(g)
+    }
+}
+
+/// What the reference run produced, before it becomes goldens.
+#[derive(Debug, Clone)]
+pub struct ReferenceRun {
+    pub input_ids: Vec<i64>,
+    pub input_hash: String,
+    pub prefill_logits: Vec<f32>,
+    pub generated_tokens: Vec<i64>,
+    /// Last-position logits at each generation step (step 0 is the prefill).
+    pub step_logits: Vec<Vec<f32>>,
+    pub generated_text: String,
+    pub provenance: Provenance,
+}
+
+/// The files `regen-goldens` writes for one case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoldenFiles {
+    pub prefill: Vec<u8>,
+    pub generation: Vec<u8>,
+    /// Present when the vocabulary is too large to inline.
+    pub sidecar: Option<Vec<u8>>,
+}
+
+/// Derives both goldens from a reference run.
+pub fn from_reference(run: &ReferenceRun, model_id: &str, prompt: &str, max_new_tokens: u32, sidecar_name: &str) -> Result<GoldenFiles> {
+    let last = &run.prefill_logits;
+    if last.is_empty() {
+        bail!("the reference returned empty prefill logits");
+    }
+    if let Some(i) = last.iter().position(|x| !x.is_finite()) {
+        bail!("the reference's prefill logits are not finite at id {i} ({})", last[i]);
+    }
+    let top = TopK::of(last, 10);
+    let summary = crate::logits::summary(last);
+    let inline = last.len() <= INLINE_LOGITS_MAX;
+    let prefill = PrefillGolden {
+        top1_id: top.ids[0],
+        top2_id: *top.ids.get(1).unwrap_or(&top.ids[0]),
+        top10_ids: top.ids.clone(),
+        top10_logits: hexes(&top.logits),
+        logits_summary: summary.iter().map(|&x| Hex(x)).collect(),
+        input_ids: run.input_ids.clone(),
+        input_hash: Some(run.input_hash.clone()),
+        vocab_size: Some(last.len()),
+        last_logits: inline.then(|| hexes(last)),
+        last_logits_file: (!inline).then(|| sidecar_name.to_string()),
+        provenance: Some(run.provenance.clone()),
+        component_norms: None,
+        component_shapes: None,
+    };
+    let steps = run
+        .step_logits
+        .iter()
+        .map(|l| {
+            let t = TopK::of(l, 10);
+            StepTop { ids: t.ids, logits: hexes(&t.logits) }
+        })
+        .collect();
+    let generation = GenerationGolden {
+        model_id: model_id.to_string(),
+        prompt: prompt.to_string(),
+        generated_tokens: run.generated_tokens.clone(),
+        generated_text: Some(run.generated_text.clone()),
+        input_hash: Some(run.input_hash.clone()),
+        max_new_tokens: Some(max_new_tokens),
+        steps,
+        provenance: Some(run.provenance.clone()),
+    };
+    let sidecar = if inline {
+        None
+    } else {
+        let bytes: Vec<u8> = last.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![last.len()], &bytes)
+            .map_err(|e| Error::new(format!("sidecar: {e}")))?;
+        Some(safetensors::serialize([("last_logits", view)], None).map_err(|e| Error::new(format!("sidecar: {e}")))?)
+    };
+    Ok(GoldenFiles { prefill: to_json(&prefill)?, generation: to_json(&generation)?, sidecar })
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    let mut out = serde_json::to_vec_pretty(v).map_err(|e| Error::new(e.to_string()))?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Writes `bytes` to `path` so that a reader (or a crash) sees the old file or the new one, never a torn one:
+/// a temp file in the same directory, flushed to disk, then renamed over the target.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).at(dir.display())?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("golden");
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.at(path.display())
+}

@@ -1,0 +1,22 @@
+//! mobius-conformance: golden/parity conformance for ONNX exports of language and multimodal models.
+//!
+//! Data flows one way: [`case`] -> [`inputs`] -> [`runtime`] / [`generate`] -> [`verdict`] -> [`report`];
+//! [`trial`] strings them together for one `<case>/<modality>/<ep>/<dtype>/<level>` trial.
+
+pub mod bootstrap;
+pub mod case;
+pub mod error;
+pub mod generate;
+pub mod golden;
+pub mod hexfloat;
+pub mod inputs;
+pub mod logits;
+pub mod package;
+pub mod report;
+pub mod runtime;
+pub mod tokenizer;
+pub mod tolerance;
+pub mod trial;
+pub mod verdict;
+
+pub use error::{Error, Result};

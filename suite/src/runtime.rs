@@ -1,0 +1,327 @@
+//! ONNX Runtime: one environment per process, one session per (model file, execution provider), shared by the
+//! trials that use it. The runtime knows nothing of goldens or verdicts.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use ort::environment::Environment;
+use ort::ep;
+use ort::session::Session;
+use ort::value::{DynValue, Tensor, TensorElementType};
+
+use crate::bootstrap::{self, Flavor};
+use crate::error::{Error, Result, bail};
+
+/// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    Cpu,
+    Cuda { id: i32 },
+}
+
+impl Device {
+    pub fn from_env() -> Result<Device> {
+        let var = ["MOBIUS_TEST_DEVICE", "MOBIUS_TEST_EP"].into_iter().find_map(|k| std::env::var(k).ok().map(|v| (k, v)));
+        match var {
+            None => Ok(Device::Cpu),
+            Some((k, v)) => Device::parse(&v).ok_or_else(|| Error::new(format!("{k}={v:?}: expected `cpu`, `cuda` or `cuda:<device id>`"))),
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Device> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "cpu" => Some(Device::Cpu),
+            "cuda" | "gpu" => Some(Device::Cuda { id: 0 }),
+            other => other.strip_prefix("cuda:").and_then(|id| id.parse().ok()).map(|id| Device::Cuda { id }),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda { id } => write!(f, "cuda:{id}"),
+        }
+    }
+}
+
+/// The execution provider a session is created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    Cpu,
+    Cuda { id: i32 },
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Provider::Cpu => f.write_str("CPUExecutionProvider"),
+            Provider::Cuda { id } => write!(f, "CUDAExecutionProvider (device {id})"),
+        }
+    }
+}
+
+/// A session made once, on first use; later users wait for it and share it (or its error).
+type SessionCell = Arc<OnceLock<std::result::Result<Arc<Decoder>, Error>>>;
+
+struct Runtime {
+    env: Environment,
+    sessions: Mutex<HashMap<(PathBuf, Provider), SessionCell>>,
+}
+
+static RUNTIME: OnceLock<std::result::Result<Runtime, Error>> = OnceLock::new();
+
+fn runtime(flavor: Flavor) -> Result<&'static Runtime> {
+    RUNTIME
+        .get_or_init(|| {
+            let lib = bootstrap::locate(flavor)?;
+            let builder = ort::init_from(&lib).map_err(|e| Error::new(format!("loading ONNX Runtime from {}: {e}", lib.display())))?;
+            let env = builder
+                .with_name("mobius-conformance")
+                .build()
+                .map_err(|e| Error::new(format!("creating the ONNX Runtime environment ({}): {e}", lib.display())))?;
+            Ok(Runtime { env, sessions: Mutex::new(HashMap::new()) })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Intra-op threads per session. Fixed (default 1) so results repeat exactly; trials run in parallel instead.
+fn intra_threads() -> usize {
+    std::env::var("MOBIUS_INTRA_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
+}
+
+fn create_session(env: &Environment, model: &Path, provider: Provider) -> Result<Session> {
+    let fail = |what: &str, e: &dyn fmt::Display| Error::new(format!("{}: {what}: {e}", model.display()));
+    let mut b = Session::builder(env).map_err(|e| fail("session options", &e))?;
+    b = b.with_intra_threads(intra_threads()).map_err(|e| fail("intra-op threads", &e))?;
+    b = b.with_inter_threads(1).map_err(|e| fail("inter-op threads", &e))?;
+    if let Provider::Cuda { id } = provider {
+        // Strict: a CUDA trial must never fall back to the CPU quietly. TF32 stays off: it is not float32.
+        let cuda = ep::CUDA::default().with_device_id(id).with_tf32(false).build().error_on_failure();
+        b = b.with_execution_providers([cuda]).map_err(|e| fail("registering the CUDA execution provider", &e))?;
+    }
+    b.commit_from_file(model).map_err(|e| fail("loading the model", &e))
+}
+
+/// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
+pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
+    let flavor = match provider {
+        Provider::Cpu => Flavor::Cpu,
+        Provider::Cuda { .. } => Flavor::Gpu,
+    };
+    let rt = runtime(flavor)?;
+    let key = (model.to_path_buf(), provider);
+    let cell = rt.sessions.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().clone();
+    cell.get_or_init(|| {
+        let session = create_session(&rt.env, model, provider)?;
+        let io = DecoderIo::discover(&session).map_err(|e| e.context(model.display()))?;
+        Ok(Arc::new(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider }))
+    })
+    .clone()
+}
+
+/// Element types the suite feeds and reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Float {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Float {
+    fn of(t: TensorElementType) -> Option<Float> {
+        match t {
+            TensorElementType::Float32 => Some(Float::F32),
+            TensorElementType::Float16 => Some(Float::F16),
+            TensorElementType::Bfloat16 => Some(Float::Bf16),
+            _ => None,
+        }
+    }
+}
+
+/// One layer's KV cache: input and output names, and its shape [batch, kv_heads, seq, head_dim].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheLayer {
+    pub past_key: String,
+    pub past_value: String,
+    pub present_key: String,
+    pub present_value: String,
+    pub kv_heads: i64,
+    pub head_dim: i64,
+}
+
+/// What the decoder takes and returns, read from the session itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderIo {
+    pub has_attention_mask: bool,
+    pub has_position_ids: bool,
+    pub cache: Vec<CacheLayer>,
+    pub cache_type: Float,
+    pub logits_type: Float,
+}
+
+impl DecoderIo {
+    fn discover(session: &Session) -> Result<DecoderIo> {
+        let inputs: HashMap<&str, &ort::value::ValueType> = session.inputs().iter().map(|o| (o.name(), o.dtype())).collect();
+        let outputs: HashMap<&str, &ort::value::ValueType> = session.outputs().iter().map(|o| (o.name(), o.dtype())).collect();
+        let listing = || {
+            let mut v: Vec<_> = inputs.keys().copied().collect();
+            v.sort();
+            v.join(", ")
+        };
+        if !inputs.contains_key("input_ids") {
+            bail!("the decoder has no `input_ids` input (inputs: {}); only token-id decoders are supported here", listing());
+        }
+        let Some(logits) = outputs.get("logits") else { bail!("the decoder has no `logits` output") };
+        let logits_type = logits
+            .tensor_type()
+            .and_then(Float::of)
+            .ok_or_else(|| Error::new(format!("output `logits` is {logits}, expected a float tensor")))?;
+        let mut cache = Vec::new();
+        let mut cache_type = None;
+        for i in 0.. {
+            let past_key = format!("past_key_values.{i}.key");
+            let Some(kt) = inputs.get(past_key.as_str()) else { break };
+            let past_value = format!("past_key_values.{i}.value");
+            let present_key = format!("present.{i}.key");
+            let present_value = format!("present.{i}.value");
+            for name in [&past_value] {
+                if !inputs.contains_key(name.as_str()) {
+                    bail!("the decoder has `{past_key}` but no `{name}` input");
+                }
+            }
+            for name in [&present_key, &present_value] {
+                if !outputs.contains_key(name.as_str()) {
+                    bail!("the decoder has `{past_key}` but no `{name}` output");
+                }
+            }
+            let shape = kt.tensor_shape().map(|s| s.to_vec()).unwrap_or_default();
+            let [_, kv_heads, _, head_dim] = shape[..] else {
+                bail!("input `{past_key}` has shape {shape:?}, expected [batch, kv_heads, past_seq, head_dim]");
+            };
+            if kv_heads <= 0 || head_dim <= 0 {
+                bail!("input `{past_key}` has shape {shape:?}: kv_heads and head_dim must be static");
+            }
+            let t = kt
+                .tensor_type()
+                .and_then(Float::of)
+                .ok_or_else(|| Error::new(format!("input `{past_key}` is {kt}, expected a float tensor")))?;
+            if *cache_type.get_or_insert(t) != t {
+                bail!("input `{past_key}` is {t:?} but earlier cache inputs are {cache_type:?}");
+            }
+            cache.push(CacheLayer { past_key, past_value, present_key, present_value, kv_heads, head_dim });
+        }
+        Ok(DecoderIo {
+            has_attention_mask: inputs.contains_key("attention_mask"),
+            has_position_ids: inputs.contains_key("position_ids"),
+            cache,
+            cache_type: cache_type.unwrap_or(Float::F32),
+            logits_type,
+        })
+    }
+}
+
+/// A loaded decoder and what it expects.
+pub struct Decoder {
+    session: Mutex<Session>,
+    pub io: DecoderIo,
+    pub model: PathBuf,
+    pub provider: Provider,
+}
+
+/// The KV cache between steps: the previous step's `present.*` outputs, fed back as `past_key_values.*`.
+pub struct Cache {
+    values: Vec<(DynValue, DynValue)>,
+    pub len: usize,
+}
+
+/// What one forward call returns: the last position's logits (as f32) and the grown cache.
+pub struct StepOutput {
+    pub last_logits: Vec<f32>,
+}
+
+fn ort_err(what: impl fmt::Display) -> impl Fn(ort::Error) -> Error {
+    move |e| Error::new(format!("{what}: {e}"))
+}
+
+fn empty_cache_tensor(t: Float, shape: [i64; 4]) -> Result<DynValue> {
+    let err = ort_err("creating an empty KV cache tensor");
+    Ok(match t {
+        Float::F32 => Tensor::<f32>::from_array((shape, Vec::<f32>::new())).map_err(err)?.into_dyn(),
+        Float::F16 => Tensor::<half::f16>::from_array((shape, Vec::<half::f16>::new())).map_err(err)?.into_dyn(),
+        Float::Bf16 => Tensor::<half::bf16>::from_array((shape, Vec::<half::bf16>::new())).map_err(err)?.into_dyn(),
+    })
+}
+
+impl Decoder {
+    pub fn new_cache(&self) -> Result<Cache> {
+        let values = self
+            .io
+            .cache
+            .iter()
+            .map(|l| {
+                let shape = [1, l.kv_heads, 0, l.head_dim];
+                Ok((empty_cache_tensor(self.io.cache_type, shape)?, empty_cache_tensor(self.io.cache_type, shape)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Cache { values, len: 0 })
+    }
+
+    /// Runs `ids` (batch 1) after `cache`, returns the last position's logits and advances the cache.
+    pub fn step(&self, ids: &[i64], cache: &mut Cache) -> Result<StepOutput> {
+        let model = self.model.display();
+        let t = ids.len() as i64;
+        let total = cache.len as i64 + t;
+        let mut inputs: Vec<(String, ort::session::SessionInputValue<'_>)> = Vec::with_capacity(3 + 2 * cache.values.len());
+        let err = ort_err(format!("{model}: building inputs"));
+        inputs.push(("input_ids".into(), Tensor::<i64>::from_array(([1, t], ids.to_vec())).map_err(&err)?.into()));
+        if self.io.has_attention_mask {
+            inputs
+                .push(("attention_mask".into(), Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into()));
+        }
+        if self.io.has_position_ids {
+            let pos: Vec<i64> = (cache.len as i64..total).collect();
+            inputs.push(("position_ids".into(), Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?.into()));
+        }
+        let old = std::mem::take(&mut cache.values);
+        for (layer, (k, v)) in self.io.cache.iter().zip(old) {
+            inputs.push((layer.past_key.clone(), k.into()));
+            inputs.push((layer.past_value.clone(), v.into()));
+        }
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut outputs = session.run(inputs).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
+        let last_logits =
+            read_last_row(&outputs["logits"], self.io.logits_type, t).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        for layer in &self.io.cache {
+            let k = outputs.remove(&layer.present_key);
+            let v = outputs.remove(&layer.present_value);
+            match (k, v) {
+                (Some(k), Some(v)) => cache.values.push((k, v)),
+                _ => bail!("{model}: output `{}`/`{}` missing after run", layer.present_key, layer.present_value),
+            }
+        }
+        cache.len = total as usize;
+        Ok(StepOutput { last_logits })
+    }
+}
+
+/// The last position's row of a `[1, t, vocab]` float tensor, as f32: only what the verdict needs is copied.
+fn read_last_row(v: &DynValue, ty: Float, t: i64) -> Result<Vec<f32>> {
+    fn last<T: ort::value::PrimitiveTensorElementType + Copy>(v: &DynValue, t: i64, f: impl Fn(T) -> f32) -> Result<Vec<f32>> {
+        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
+        let vocab = shape.last().copied().unwrap_or(0);
+        if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
+            bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
+        }
+        Ok(data[data.len() - vocab as usize..].iter().map(|&x| f(x)).collect())
+    }
+    match ty {
+        Float::F32 => last::<f32>(v, t, |x| x),
+        Float::F16 => last::<half::f16>(v, t, half::f16::to_f32),
+        Float::Bf16 => last::<half::bf16>(v, t, half::bf16::to_f32),
+    }
+}

@@ -1,0 +1,51 @@
+//! The case's tokenizer (`tokenizer.json`), loaded once per path.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::{Error, Result};
+
+pub struct TextTokenizer {
+    inner: tokenizers::Tokenizer,
+    pub path: PathBuf,
+}
+
+impl TextTokenizer {
+    /// Loads `dir/tokenizer.json` (or the file itself), shared across trials.
+    pub fn load(dir_or_file: &Path) -> Result<Arc<TextTokenizer>> {
+        static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<TextTokenizer>>>> = OnceLock::new();
+        let path = if dir_or_file.is_dir() { dir_or_file.join("tokenizer.json") } else { dir_or_file.to_path_buf() };
+        let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = cache.get(&path) {
+            return Ok(t.clone());
+        }
+        let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| Error::new(format!("{}: {e}", path.display())))?;
+        let t = Arc::new(TextTokenizer { inner, path: path.clone() });
+        cache.insert(path, t.clone());
+        Ok(t)
+    }
+
+    /// Token ids as Hugging Face's `tokenizer(prompt)` gives them (special tokens added).
+    pub fn encode(&self, text: &str) -> Result<Vec<i64>> {
+        let enc = self.inner.encode(text, true).map_err(|e| Error::new(format!("{}: encoding the prompt: {e}", self.path.display())))?;
+        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+    }
+
+    /// Text for display; ids the vocabulary lacks show as `<id?>`.
+    pub fn decode(&self, ids: &[i64]) -> String {
+        let ok: Vec<u32> = ids.iter().filter_map(|&i| u32::try_from(i).ok()).collect();
+        if ok.len() == ids.len()
+            && ok.iter().all(|&i| (i as usize) < self.inner.get_vocab_size(true))
+            && let Ok(s) = self.inner.decode(&ok, true)
+        {
+            return s;
+        }
+        ids.iter().map(|&i| self.token(i)).collect::<Vec<_>>().join("")
+    }
+
+    /// One token's text, quoted-friendly.
+    pub fn token(&self, id: i64) -> String {
+        u32::try_from(id).ok().and_then(|i| self.inner.decode(&[i], false).ok()).unwrap_or_else(|| format!("<{id}?>"))
+    }
+}

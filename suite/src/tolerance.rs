@@ -1,0 +1,170 @@
+//! One tolerance policy: per level and dtype, overridable per case, printed in every verdict.
+//!
+//! The file (`cases/tolerances.yaml`) has mobius' shape (`L4: {float32: {near_tie_margin: ...}}`), so mobius'
+//! `default_tolerances.yaml` loads unchanged; unknown fields are errors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::case::{Dtype, Level};
+use crate::error::{Error, Result, bail};
+
+/// The numbers a verdict is judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    /// Element-wise logit check: |got - want| <= atol + rtol * |want|.
+    pub atol: f64,
+    pub rtol: f64,
+    /// Reference top1-top2 margins under this are near-ties: an argmax flip there is not a failure.
+    pub near_tie_margin: f64,
+    /// How many of the reference's top-10 ids must be in the package's top 10.
+    pub top10_overlap_min: u32,
+    /// Cosine similarity floor of the last-position logits.
+    pub cosine_min: f64,
+    /// L5: fraction of generated tokens that must equal the golden's, position by position.
+    pub min_token_match_ratio: f64,
+}
+
+impl Tolerance {
+    /// Built-in defaults: what a policy file leaves out. f32 is tight (tiny fixtures measure 1e-6..8e-6, a 1% weight
+    /// error moves logits by 1e-2); f16/bf16 follow their mantissa; int4 is judged against a dequantized reference.
+    pub fn builtin(level: Level, dtype: Dtype) -> Tolerance {
+        let (atol, rtol, near_tie_margin, top10_overlap_min, cosine_min) = match dtype {
+            Dtype::F32 => (1e-4, 1e-4, 0.01, 9, 0.9999),
+            Dtype::F16 => (5e-2, 1e-2, 0.1, 8, 0.999),
+            Dtype::Bf16 => (2e-1, 5e-2, 0.5, 7, 0.99),
+            Dtype::Int4 => (1e-3, 1e-3, 1.0, 6, 0.99),
+        };
+        let min_token_match_ratio = match (level, dtype) {
+            (_, Dtype::F32) => 1.0,
+            (_, Dtype::F16) => 0.9,
+            (_, Dtype::Bf16) => 0.8,
+            (_, Dtype::Int4) => 0.7,
+        };
+        Tolerance { atol, rtol, near_tie_margin, top10_overlap_min, cosine_min, min_token_match_ratio }
+    }
+
+    fn apply(&mut self, o: &ToleranceOverride) {
+        macro_rules! set { ($($f:ident),*) => { $( if let Some(v) = o.$f { self.$f = v; } )* } }
+        set!(atol, rtol, near_tie_margin, top10_overlap_min, cosine_min, min_token_match_ratio);
+    }
+}
+
+impl fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "atol={:e} rtol={:e} near_tie_margin={} top10_overlap_min={}/10 cosine_min={} min_token_match_ratio={}",
+            self.atol, self.rtol, self.near_tie_margin, self.top10_overlap_min, self.cosine_min, self.min_token_match_ratio
+        )
+    }
+}
+
+/// Some of the numbers: a policy-file entry or a case's `tolerance:` block.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToleranceOverride {
+    #[serde(default)]
+    pub atol: Option<f64>,
+    #[serde(default)]
+    pub rtol: Option<f64>,
+    #[serde(default)]
+    pub near_tie_margin: Option<f64>,
+    #[serde(default)]
+    pub top10_overlap_min: Option<u32>,
+    #[serde(default)]
+    pub cosine_min: Option<f64>,
+    #[serde(default)]
+    pub min_token_match_ratio: Option<f64>,
+    /// mobius' diagnostic thresholds: accepted so its file loads; they gate nothing.
+    #[serde(default)]
+    pub top10_jaccard_warn: Option<f64>,
+    #[serde(default)]
+    pub cosine_similarity_warn: Option<f64>,
+}
+
+impl ToleranceOverride {
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [("atol", self.atol), ("rtol", self.rtol), ("near_tie_margin", self.near_tie_margin)] {
+            if let Some(v) = v
+                && !(v.is_finite() && v >= 0.0)
+            {
+                bail!("`{name}` is {v}, expected a finite number >= 0");
+            }
+        }
+        for (name, v) in [("cosine_min", self.cosine_min), ("min_token_match_ratio", self.min_token_match_ratio)] {
+            if let Some(v) = v
+                && !(-1.0..=1.0).contains(&v)
+            {
+                bail!("`{name}` is {v}, expected a number in [-1, 1]");
+            }
+        }
+        if let Some(n) = self.top10_overlap_min
+            && n > 10
+        {
+            bail!("`top10_overlap_min` is {n}, expected 0..=10");
+        }
+        Ok(())
+    }
+}
+
+/// The whole table: level -> dtype -> numbers, over the built-in defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    entries: BTreeMap<(Level, Dtype), ToleranceOverride>,
+    /// Where the table came from, for messages.
+    pub source: String,
+}
+
+impl Policy {
+    pub fn builtin() -> Policy {
+        Policy { entries: BTreeMap::new(), source: "built-in defaults".into() }
+    }
+
+    /// Reads a policy file (ours or mobius' `default_tolerances.yaml`).
+    pub fn load(path: &Path) -> Result<Policy> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        Policy::parse(&file, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Policy> {
+        let raw: BTreeMap<String, BTreeMap<String, ToleranceOverride>> =
+            serde_saphyr::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        let mut entries = BTreeMap::new();
+        for (level_name, by_dtype) in raw {
+            let level = match Level::parse(&level_name) {
+                Some(l) => l,
+                // mobius' L3 (synthetic op parity) has no trials here; it may be present, it is not used.
+                None if level_name == "L3" => continue,
+                None => bail!("{file}: unknown level `{level_name}`, expected L4 or L5 (L3 is accepted and unused)"),
+            };
+            for (dtype_name, o) in by_dtype {
+                let Some(dtype) = Dtype::parse(&dtype_name) else {
+                    bail!("{file}: field `{level_name}.{dtype_name}`: unknown dtype, expected f32, f16, bf16 or int4");
+                };
+                o.validate().map_err(|e| e.context(format!("{file}: field `{level_name}.{dtype_name}`")))?;
+                entries.insert((level, dtype), o);
+            }
+        }
+        Ok(Policy { entries, source: file.to_string() })
+    }
+
+    /// The numbers for one trial: built-in, then the policy file, then the case's overrides.
+    pub fn resolve(&self, level: Level, dtype: Dtype, case: Option<&ToleranceOverride>, case_min_ratio: Option<f64>) -> Tolerance {
+        let mut t = Tolerance::builtin(level, dtype);
+        if let Some(o) = self.entries.get(&(level, dtype)) {
+            t.apply(o);
+        }
+        if let Some(r) = case_min_ratio {
+            t.min_token_match_ratio = r;
+        }
+        if let Some(o) = case {
+            t.apply(o);
+        }
+        t
+    }
+}

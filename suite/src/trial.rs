@@ -1,0 +1,368 @@
+//! The suite on disk and its trials: case -> inputs -> runtime -> outputs -> verdict -> report.
+//!
+//! One trial per case x modality x ep x dtype x level, named `<case>/<modality>/<ep>/<dtype>/<level>`. A case that
+//! does not load becomes one failing trial of its own (`<case>/case`); it never stops the others.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::case::{Case, Dtype, Ep, Level, Modality, Variant};
+use crate::error::{Error, Result};
+use crate::generate;
+use crate::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
+use crate::inputs::Inputs;
+use crate::report;
+use crate::runtime::{self, Device, Provider};
+use crate::tokenizer::TextTokenizer;
+use crate::tolerance::{Policy, Tolerance};
+use crate::verdict::{self, Verdict};
+
+/// A suite root: `cases/` and `goldens/` (or mobius' `golden/`) beside each other.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub root: PathBuf,
+    pub cases_dir: PathBuf,
+    pub goldens_dir: PathBuf,
+    pub policy: std::result::Result<Arc<Policy>, Error>,
+}
+
+impl Suite {
+    pub fn open(root: &Path) -> Suite {
+        let cases_dir = root.join("cases");
+        let goldens_dir = ["goldens", "golden"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or_else(|| root.join("goldens"));
+        let policy = [cases_dir.join("tolerances.yaml"), root.join("default_tolerances.yaml")]
+            .into_iter()
+            .find(|p| p.is_file())
+            .map_or_else(|| Ok(Policy::builtin()), |p| Policy::load(&p))
+            .map(|mut p| {
+                p.source = relative(root, Path::new(&p.source));
+                Arc::new(p)
+            });
+        Suite { root: root.to_path_buf(), cases_dir, goldens_dir, policy }
+    }
+
+    /// Every case file under `cases/`, sorted, each parsed on its own.
+    pub fn load_cases(&self) -> Vec<std::result::Result<Arc<Case>, BrokenCase>> {
+        let mut files = Vec::new();
+        collect_yaml(&self.cases_dir, &mut files);
+        files.sort();
+        files
+            .into_iter()
+            .filter(|p| p != &self.cases_dir.join("tolerances.yaml"))
+            .map(|path| {
+                let file = relative(&self.root, &path);
+                let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_string();
+                let task_dir = path
+                    .parent()
+                    .and_then(|p| p.strip_prefix(&self.cases_dir).ok())
+                    .map(|p| p.to_string_lossy().replace('\\', "/"))
+                    .unwrap_or_default();
+                std::fs::read_to_string(&path)
+                    .map_err(|e| Error::new(format!("{file}: {e}")))
+                    .and_then(|text| Case::parse(&file, &task_dir, &name, &text))
+                    .map(Arc::new)
+                    .map_err(|error| BrokenCase { name, file, error })
+            })
+            .collect()
+    }
+
+    pub fn golden_paths(&self, case: &Case) -> GoldenPaths {
+        GoldenPaths::new(&self.goldens_dir, &case.task_dir, &case.name)
+    }
+
+    /// All trials, sorted by name.
+    pub fn plan(&self) -> Vec<TrialSpec> {
+        let mut out = Vec::new();
+        for c in self.load_cases() {
+            match c {
+                Err(b) => out.push(TrialSpec { name: format!("{}/case", b.name), kind: TrialKind::Broken(b) }),
+                Ok(case) => {
+                    for modality in case.modalities() {
+                        for variant in case.variants(&self.root) {
+                            for &level in case.levels() {
+                                let name = format!("{}/{}/{}/{}/{}", case.name, modality, variant.ep, variant.dtype, level);
+                                out.push(TrialSpec {
+                                    name,
+                                    kind: TrialKind::Conformance { case: case.clone(), modality, variant: variant.clone(), level },
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
+
+fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_yaml(&p, out);
+        } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+            out.push(p);
+        }
+    }
+}
+
+/// `path` relative to `root`, with `/` separators, for messages.
+pub fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).to_string_lossy().replace('\\', "/")
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokenCase {
+    pub name: String,
+    pub file: String,
+    pub error: Error,
+}
+
+#[derive(Debug, Clone)]
+pub enum TrialKind {
+    Broken(BrokenCase),
+    Conformance { case: Arc<Case>, modality: Modality, variant: Variant, level: Level },
+}
+
+#[derive(Debug, Clone)]
+pub struct TrialSpec {
+    pub name: String,
+    pub kind: TrialKind,
+}
+
+/// How a trial ended. `Pass` carries a one-line summary (and `Ambiguous` verdicts, which count as passes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Pass { verdict: Verdict, summary: String },
+    Skip(String),
+    Fail(String),
+}
+
+impl Outcome {
+    pub fn is_fail(&self) -> bool {
+        matches!(self, Outcome::Fail(_))
+    }
+}
+
+/// Which execution provider runs a variant on `device`, or why it cannot run here.
+pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, String> {
+    match (ep, device) {
+        (Ep::Cpu, _) => Ok(Provider::Cpu),
+        (Ep::Default, Device::Cpu) => Ok(Provider::Cpu),
+        (Ep::Default | Ep::Cuda, Device::Cuda { id }) => Ok(Provider::Cuda { id }),
+        (Ep::Cuda, Device::Cpu) => {
+            Err("a `cuda` build needs the CUDA execution provider; run with MOBIUS_TEST_DEVICE=cuda on a GPU machine".into())
+        }
+    }
+}
+
+/// Runs one trial to its outcome. Never panics on bad input: every error becomes a failure naming its source.
+pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
+    match &spec.kind {
+        TrialKind::Broken(b) => Outcome::Fail(format!("{}: the case does not load:\n  {}", spec.name, b.error)),
+        TrialKind::Conformance { case, modality, variant, level } => {
+            let t = Trial { suite, name: &spec.name, case, modality: *modality, variant, level: *level, device };
+            t.run().unwrap_or_else(|e| Outcome::Fail(format!("{}: {e}", spec.name)))
+        }
+    }
+}
+
+struct Trial<'a> {
+    suite: &'a Suite,
+    name: &'a str,
+    case: &'a Case,
+    modality: Modality,
+    variant: &'a Variant,
+    level: Level,
+    device: Device,
+}
+
+impl Trial<'_> {
+    fn regenerate(&self) -> String {
+        format!("cargo xtask regen-goldens --case {} --level {} --force", self.case.name, self.level)
+    }
+
+    fn rel(&self, p: &Path) -> String {
+        relative(&self.suite.root, p)
+    }
+
+    fn run(&self) -> Result<Outcome> {
+        let spec = &self.case.spec;
+        if let Some(r) = spec.skip_reason.as_deref().filter(|r| !r.trim().is_empty()) {
+            return Ok(Outcome::Skip(format!("skip_reason: {r}")));
+        }
+        if std::env::var_os("CI").is_some()
+            && let Some(r) = spec.ci_skip_reason.as_deref().filter(|r| !r.trim().is_empty())
+        {
+            return Ok(Outcome::Skip(format!("ci_skip_reason (CI is set): {r}")));
+        }
+        if self.modality != Modality::Text {
+            return Ok(Outcome::Skip(format!(
+                "modality `{}` needs a multimodal package loader, which this suite does not have yet",
+                self.modality
+            )));
+        }
+        let provider = match provider_for(self.variant.ep, self.device) {
+            Ok(p) => p,
+            Err(why) => return Ok(Outcome::Skip(why)),
+        };
+        if self.variant.dtype == Dtype::Bf16 && provider == Provider::Cpu {
+            return Ok(Outcome::Skip(
+                "bf16 has no CPU kernels in ONNX Runtime (MatMul, Mul, Add, Div, Sigmoid, Tanh); run it with MOBIUS_TEST_DEVICE=cuda"
+                    .into(),
+            ));
+        }
+        let Some(package) = &self.variant.package else {
+            return Ok(Outcome::Skip(format!(
+                "{} names no package for {}/{}: add `matrix.package` (or `matrix.packages`) to run it",
+                self.case.file, self.variant.ep, self.variant.dtype
+            )));
+        };
+        let paths = self.suite.golden_paths(self.case);
+        let golden_path = match self.level {
+            Level::L4 => &paths.prefill,
+            Level::L5 => &paths.generation,
+        };
+        if !golden_path.is_file() {
+            let msg = format!("no golden at {}; make it with `{}`", self.rel(golden_path), self.regenerate());
+            // Pre-merge gating must never pass a case whose golden was forgotten.
+            return Ok(if std::env::var_os("CI").is_some() {
+                Outcome::Fail(format!("{msg} and commit it (CI is set)"))
+            } else {
+                Outcome::Skip(msg)
+            });
+        }
+        let policy = self.suite.policy.as_ref().map_err(Clone::clone)?;
+        let tol = policy.resolve(self.level, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio);
+
+        // case -> inputs
+        let Some(prompt) = self.case.prompt() else {
+            return Err(Error::new(format!("{}: field `inputs.prompts` is empty; a text case needs one prompt", self.case.file)));
+        };
+        let Some(tok_dir) = self.case.tokenizer_dir(&self.suite.root) else {
+            return Err(Error::new(format!("{}: names no `tokenizer` (or `reference`) directory holding tokenizer.json", self.case.file)));
+        };
+        let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?;
+        let inputs = Inputs::from_token_ids(&tokenizer.encode(prompt)?);
+        let hash = inputs.hash();
+
+        // runtime
+        let model = package_model(package)
+            .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
+        let decoder = runtime::decoder(&model, provider)?;
+        let golden_file = self.rel(golden_path);
+        let token = |id: i64| tokenizer.token(id);
+        let text = |ids: &[i64]| tokenizer.decode(ids);
+        let regenerate = self.regenerate();
+        let ctx = report::Context {
+            trial: self.name,
+            case_file: &self.case.file,
+            golden_file: &golden_file,
+            regenerate: &regenerate,
+            policy_source: &policy.source,
+            token: &token,
+            text: &text,
+        };
+
+        let (verdict, rendered) = match self.level {
+            Level::L4 => {
+                let golden = PrefillGolden::load(golden_path)?;
+                self.check_fresh(golden.input_hash.as_deref(), &golden.input_ids, inputs.input_ids(), &hash, &golden_file)?;
+                let reference = golden.full_logits(golden_path)?;
+                let got = generate::prefill(&decoder, inputs.input_ids())?;
+                let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
+                let summary = match &r.comparison {
+                    Some(c) => format!("max |diff| {:.2e} at id {}, cosine {:.7}", c.max_abs, c.max_abs_at, c.cosine),
+                    None => format!("top1 {} (golden top-10 only)", r.got_top.ids[0]),
+                };
+                (r.verdict, (report::prefill(&ctx, &r), summary))
+            }
+            Level::L5 => {
+                let golden = GenerationGolden::load(golden_path)?;
+                if golden.prompt != prompt {
+                    return Err(Error::new(format!(
+                        "golden is stale: {golden_file} was made from prompt {:?}, but {} states {prompt:?}\n  regenerate: {}",
+                        golden.prompt,
+                        self.case.file,
+                        self.regenerate()
+                    )));
+                }
+                self.check_fresh(golden.input_hash.as_deref(), &[], inputs.input_ids(), &hash, &golden_file)?;
+                let eos = self.eos_ids(package);
+                let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
+                let free = generate::greedy(&decoder, inputs.input_ids(), max_new, &eos, None)?;
+                let got = free.chosen();
+                let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
+                    Some(generate::greedy(&decoder, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens))?.chosen())
+                } else {
+                    None
+                };
+                let r = verdict::judge_generation(&got, &golden, forced.as_deref(), &tol);
+                let summary = match &r.first_divergence {
+                    None => format!("{}/{} tokens match", r.matches, r.expected.len()),
+                    Some(d) => {
+                        format!("{}/{} tokens match, first divergence at step {}", r.matches, r.expected.len().max(r.got.len()), d.index)
+                    }
+                };
+                (r.verdict, (report::generation(&ctx, &r), summary))
+            }
+        };
+        let (full, summary) = rendered;
+        Ok(match verdict {
+            Verdict::Fail => Outcome::Fail(full),
+            v => Outcome::Pass { verdict: v, summary: if v == Verdict::Ambiguous { full } else { summary } },
+        })
+    }
+
+    /// A golden made from other inputs than the case's is stale: say so, instead of showing a confusing diff.
+    fn check_fresh(&self, golden_hash: Option<&str>, golden_ids: &[i64], ids: &[i64], hash: &str, golden_file: &str) -> Result<()> {
+        let stale = match golden_hash {
+            Some(h) => h != hash,
+            // mobius' goldens carry no hash: compare their input_ids instead.
+            None => !golden_ids.is_empty() && golden_ids != ids,
+        };
+        if stale {
+            return Err(Error::new(format!(
+                "golden is stale: {golden_file} was made from other inputs than {} now gives \
+                 (golden {}, case {hash}; {} prompt tokens now)\n  regenerate: {}",
+                self.case.file,
+                golden_hash.unwrap_or("without a hash"),
+                ids.len(),
+                self.regenerate()
+            )));
+        }
+        Ok(())
+    }
+
+    /// EOS ids: the case's `generation.eos_token_id`, else the package's genai_config.json, else none.
+    fn eos_ids(&self, package: &Path) -> Vec<i64> {
+        if let Some(e) = self.case.spec.generation.eos_token_id {
+            return vec![e];
+        }
+        crate::package::GenaiConfig::load(package).map(|c| c.eos_token_ids).unwrap_or_default()
+    }
+}
+
+/// The decoder model file of a package directory (via genai_config.json), or the file itself.
+pub fn package_model(package: &Path) -> Result<PathBuf> {
+    if package.is_file() {
+        return Ok(package.to_path_buf());
+    }
+    if !package.is_dir() {
+        return Err(Error::new(format!("{} does not exist", package.display())));
+    }
+    let file = crate::package::GenaiConfig::load(package).ok().and_then(|c| c.decoder_file).unwrap_or_else(|| "model.onnx".into());
+    let model = package.join(&file);
+    if !model.is_file() {
+        return Err(Error::new(format!("{}: decoder model `{file}` not found", package.display())));
+    }
+    Ok(model)
+}
+
+/// Resolves a trial's tolerance the way `run` does (for reports and tests).
+pub fn tolerance_for(suite: &Suite, case: &Case, level: Level, dtype: Dtype) -> Result<Tolerance> {
+    let policy = suite.policy.as_ref().map_err(Clone::clone)?;
+    Ok(policy.resolve(level, dtype, case.spec.tolerance.as_ref(), case.spec.min_token_match_ratio))
+}

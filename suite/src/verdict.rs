@@ -1,0 +1,325 @@
+//! Verdicts: pure functions of (outputs, golden, tolerance). They never touch ONNX Runtime, so every path is tested
+//! with crafted numbers.
+
+use std::fmt;
+
+use crate::golden::{GenerationGolden, PrefillGolden};
+use crate::logits::{Comparison, TopK, compare, overlap};
+use crate::tolerance::Tolerance;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    Pass,
+    /// A near-tie in the reference explains the difference: counted as a pass, and shown.
+    Ambiguous,
+    Fail,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "PASS",
+            Verdict::Ambiguous => "AMBIGUOUS",
+            Verdict::Fail => "FAIL",
+        })
+    }
+}
+
+/// L4: how the package's last-position logits compare with the reference's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillReport {
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub got_top: TopK,
+    pub want_top1: i64,
+    pub want_top2: i64,
+    pub want_margin: Option<f64>,
+    /// The reference's logit for the package's top-1 (when the reference has it).
+    pub want_logit_of_got_top1: Option<f64>,
+    pub want_top1_logit: Option<f64>,
+    /// Against the full reference vector, when the golden has it.
+    pub comparison: Option<Comparison>,
+    /// Element `i` of the worst violation: (id, reference, package).
+    pub worst: Option<(usize, f64, f64)>,
+    pub top10_overlap: usize,
+    pub tolerance: Tolerance,
+}
+
+/// Judges prefill logits. `reference` is the golden's full last-position vector, when it has one; without it the
+/// golden's top-10 logits are compared at their ids.
+pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f32]>, tol: &Tolerance) -> PrefillReport {
+    let got_top = TopK::of(got, 10);
+    let mut reasons = Vec::new();
+    let want_margin = golden.margin();
+    let want_top1_logit = golden.top10_logits.first().map(|h| h.0);
+    let want_logit_of = |id: i64| -> Option<f64> {
+        match reference {
+            Some(r) => r.get(id as usize).map(|&x| x as f64),
+            None => golden.top10_ids.iter().position(|&i| i == id).map(|p| golden.top10_logits[p].0),
+        }
+    };
+    let want_logit_of_got_top1 = got_top.ids.first().and_then(|&id| want_logit_of(id));
+    let mut hard_fail = false;
+
+    let (comparison, worst) = match reference {
+        Some(r) if r.len() != got.len() => {
+            reasons.push(format!("vocabulary size differs: the reference has {} logits, the package {}", r.len(), got.len()));
+            hard_fail = true;
+            (None, None)
+        }
+        Some(r) => {
+            let c = compare(got, r, tol.atol, tol.rtol);
+            let worst = c.worst_violation_at.map(|i| (i, r[i] as f64, got[i] as f64));
+            if let Some((i, w, g)) = worst {
+                reasons.push(format!(
+                    "{} of {} logits outside atol+rtol*|ref|; worst at id {i}: expected {w:.6}, got {g:.6} (|diff| {:.3e})",
+                    c.violations,
+                    r.len(),
+                    (g - w).abs()
+                ));
+                hard_fail = true;
+            }
+            if c.cosine < tol.cosine_min {
+                reasons.push(format!("cosine similarity {:.6} is under the floor {}", c.cosine, tol.cosine_min));
+                hard_fail = true;
+            }
+            (Some(c), worst)
+        }
+        None => {
+            // mobius' goldens: only the top-10 logits are known.
+            let mut worst: Option<(usize, f64, f64)> = None;
+            let mut bad = 0;
+            for (&id, w) in golden.top10_ids.iter().zip(&golden.top10_logits) {
+                let Some(&g) = got.get(id as usize) else { continue };
+                let d = (g as f64 - w.0).abs();
+                if d > tol.atol + tol.rtol * w.0.abs() {
+                    bad += 1;
+                    if worst.is_none_or(|(_, ww, gg)| d > (gg - ww).abs()) {
+                        worst = Some((id as usize, w.0, g as f64));
+                    }
+                }
+            }
+            if let Some((i, w, g)) = worst {
+                reasons.push(format!(
+                    "{bad} of the reference's top-10 logits outside atol+rtol*|ref|; worst at id {i}: expected {w:.6}, got {g:.6}"
+                ));
+                hard_fail = true;
+            }
+            (None, worst)
+        }
+    };
+
+    let top10_overlap = overlap(&got_top.ids, &golden.top10_ids);
+    let needed = (tol.top10_overlap_min as usize).min(golden.top10_ids.len());
+    if top10_overlap < needed {
+        reasons.push(format!("top-10 overlap {top10_overlap}/{} is under {needed}", golden.top10_ids.len()));
+        hard_fail = true;
+    }
+
+    let mut verdict = if hard_fail { Verdict::Fail } else { Verdict::Pass };
+    let got_top1 = got_top.ids.first().copied().unwrap_or(-1);
+    if got_top1 != golden.top1_id {
+        // A flip is a near-tie when the reference itself scores the package's choice within the margin of its top-1.
+        let near_tie = match (want_top1_logit, want_logit_of_got_top1) {
+            (Some(a), Some(b)) => a - b < tol.near_tie_margin,
+            _ => want_margin.is_some_and(|m| m < tol.near_tie_margin) && got_top1 == golden.top2_id,
+        };
+        if near_tie {
+            reasons.push(format!(
+                "argmax is {got_top1}, the reference's is {} (a near-tie: reference margin {} < {})",
+                golden.top1_id,
+                fmt_opt(want_top1_logit.zip(want_logit_of_got_top1).map(|(a, b)| a - b).or(want_margin)),
+                tol.near_tie_margin
+            ));
+            if verdict == Verdict::Pass {
+                verdict = Verdict::Ambiguous;
+            }
+        } else {
+            reasons.push(format!(
+                "argmax is {got_top1}, the reference's is {} (reference margin {}, not a near-tie under {})",
+                golden.top1_id,
+                fmt_opt(want_margin),
+                tol.near_tie_margin
+            ));
+            verdict = Verdict::Fail;
+        }
+    }
+    PrefillReport {
+        verdict,
+        reasons,
+        got_top,
+        want_top1: golden.top1_id,
+        want_top2: golden.top2_id,
+        want_margin,
+        want_logit_of_got_top1,
+        want_top1_logit,
+        comparison,
+        worst,
+        top10_overlap,
+        tolerance: *tol,
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "unknown".into(), |m| format!("{m:.4}"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DivergenceKind {
+    /// The reference was near a tie there and the package took the reference's runner-up.
+    NearTieFlip,
+    Real,
+    /// The golden has no per-step reference data (mobius' goldens), so the flip cannot be classified.
+    Unclassified,
+}
+
+/// Where the package's stream first left the reference's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Divergence {
+    pub index: usize,
+    pub expected: Option<i64>,
+    pub got: Option<i64>,
+    pub kind: DivergenceKind,
+    pub reference_margin: Option<f64>,
+    pub reference_logit_expected: Option<f64>,
+    pub reference_logit_got: Option<f64>,
+}
+
+/// The stream re-run with the golden's tokens fed back, compared step by step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeacherForced {
+    pub steps: usize,
+    pub agree: usize,
+    /// Disagreeing steps that are not near-tie flips.
+    pub real_disagreements: Vec<usize>,
+    pub near_tie_disagreements: Vec<usize>,
+}
+
+impl TeacherForced {
+    /// Agreement counting near-tie flips as agreement (what the verdict uses).
+    pub fn ratio(&self) -> f64 {
+        if self.steps == 0 { 1.0 } else { (self.steps - self.real_disagreements.len()) as f64 / self.steps as f64 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationReport {
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub expected: Vec<i64>,
+    pub got: Vec<i64>,
+    pub matches: usize,
+    pub ratio: f64,
+    pub first_divergence: Option<Divergence>,
+    pub teacher_forced: Option<TeacherForced>,
+    pub tolerance: Tolerance,
+}
+
+/// Classifies the package's choice at step `i` against the golden: near-tie flip or real.
+fn classify(
+    golden: &GenerationGolden,
+    i: usize,
+    got: Option<i64>,
+    tol: &Tolerance,
+) -> (DivergenceKind, Option<f64>, Option<f64>, Option<f64>) {
+    let Some(step) = golden.steps.get(i) else { return (DivergenceKind::Unclassified, None, None, None) };
+    let margin = step.margin();
+    let expected = golden.generated_tokens.get(i).copied();
+    let le = expected.and_then(|e| step.logit_of(e));
+    let lg = got.and_then(|g| step.logit_of(g));
+    let near = match (step.logits.first(), lg) {
+        (Some(top), Some(lg)) => top.0 - lg < tol.near_tie_margin,
+        _ => false,
+    };
+    let kind = if near && got.is_some() { DivergenceKind::NearTieFlip } else { DivergenceKind::Real };
+    (kind, margin, le, lg)
+}
+
+/// Judges a free-running greedy stream, with the teacher-forced re-run when the stream diverged.
+pub fn judge_generation(got: &[i64], golden: &GenerationGolden, forced_choices: Option<&[i64]>, tol: &Tolerance) -> GenerationReport {
+    let expected = &golden.generated_tokens;
+    let n = expected.len().max(got.len());
+    let matches = expected.iter().zip(got).filter(|(a, b)| a == b).count();
+    let ratio = if n == 0 { 1.0 } else { matches as f64 / n as f64 };
+    let mut reasons = Vec::new();
+    let first = (0..n).find(|&i| expected.get(i) != got.get(i));
+    let first_divergence = first.map(|index| {
+        let (kind, reference_margin, reference_logit_expected, reference_logit_got) = classify(golden, index, got.get(index).copied(), tol);
+        Divergence {
+            index,
+            expected: expected.get(index).copied(),
+            got: got.get(index).copied(),
+            kind,
+            reference_margin,
+            reference_logit_expected,
+            reference_logit_got,
+        }
+    });
+    let teacher_forced = first_divergence.as_ref().and(forced_choices).map(|choices| {
+        let mut tf = TeacherForced { steps: expected.len(), agree: 0, real_disagreements: vec![], near_tie_disagreements: vec![] };
+        for (i, &e) in expected.iter().enumerate() {
+            let c = choices.get(i).copied();
+            if c == Some(e) {
+                tf.agree += 1;
+            } else if classify(golden, i, c, tol).0 == DivergenceKind::NearTieFlip {
+                tf.near_tie_disagreements.push(i);
+            } else {
+                tf.real_disagreements.push(i);
+            }
+        }
+        tf
+    });
+
+    let verdict = match &first_divergence {
+        None => Verdict::Pass,
+        Some(_) if ratio >= tol.min_token_match_ratio => {
+            reasons.push(format!("token match {matches}/{n} = {ratio:.3} is within min_token_match_ratio {}", tol.min_token_match_ratio));
+            Verdict::Pass
+        }
+        Some(d) => {
+            reasons.push(format!("token match {matches}/{n} = {ratio:.3} is under min_token_match_ratio {}", tol.min_token_match_ratio));
+            match (d.kind, &teacher_forced) {
+                (DivergenceKind::NearTieFlip, Some(tf)) if tf.ratio() >= tol.min_token_match_ratio => {
+                    reasons.push(format!(
+                        "step {} is a near-tie flip (reference margin {}), and teacher-forced the package agrees at {}/{} steps \
+                         (near-tie flips at {:?})",
+                        d.index,
+                        fmt_opt(d.reference_margin),
+                        tf.agree,
+                        tf.steps,
+                        tf.near_tie_disagreements
+                    ));
+                    Verdict::Ambiguous
+                }
+                (DivergenceKind::NearTieFlip, Some(tf)) => {
+                    reasons.push(format!(
+                        "step {} is a near-tie flip, but teacher-forced the package still disagrees at steps {:?}",
+                        d.index, tf.real_disagreements
+                    ));
+                    Verdict::Fail
+                }
+                (DivergenceKind::Real, _) => {
+                    reasons.push(format!(
+                        "step {} is a real divergence: the reference preferred its token by {} (near-tie margin {})",
+                        d.index,
+                        fmt_opt(d.reference_logit_expected.zip(d.reference_logit_got).map(|(a, b)| a - b).or(d.reference_margin)),
+                        tol.near_tie_margin
+                    ));
+                    Verdict::Fail
+                }
+                _ => Verdict::Fail,
+            }
+        }
+    };
+    GenerationReport {
+        verdict,
+        reasons,
+        expected: expected.clone(),
+        got: got.to_vec(),
+        matches,
+        ratio,
+        first_divergence,
+        teacher_forced,
+        tolerance: *tol,
+    }
+}

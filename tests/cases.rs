@@ -1,0 +1,161 @@
+//! Case files: strict parsing, expansion into trials, and mobius' files loading unchanged.
+
+use std::path::Path;
+
+use mobius_conformance::case::{Case, Dtype, Ep, Level, Modality};
+use mobius_conformance::tolerance::Policy;
+use mobius_conformance::trial::{Suite, TrialKind};
+
+const CASE: &str = r#"
+model_id: "mobius-conformance/qwen3-tiny"
+model_type: "qwen3"
+revision: "fixture"
+task_type: "text-generation"
+dtype: "float32"
+level: "L4+L5"
+inputs:
+  prompts:
+    - "def main():"
+generation:
+  max_new_tokens: 8
+  do_sample: false
+reference: "fixtures/qwen3-tiny/hf"
+matrix:
+  eps: [default, cpu]
+  dtypes: [f32, f16]
+  package: "fixtures/qwen3-tiny/onnx/{ep}-{dtype}"
+  packages:
+    "cpu/f16": "elsewhere/cpu-half"
+"#;
+
+fn parse(text: &str) -> Result<Case, String> {
+    Case::parse("cases/causal-lm/x.yaml", "causal-lm", "x", text).map_err(|e| e.to_string())
+}
+
+#[test]
+fn expands_the_matrix_with_templates_and_overrides() {
+    let case = parse(CASE).unwrap();
+    assert_eq!(case.levels(), &[Level::L4, Level::L5]);
+    assert_eq!(case.modalities(), vec![Modality::Text]);
+    let v = case.variants(Path::new("/repo"));
+    let got: Vec<(Ep, Dtype, String)> =
+        v.iter().map(|v| (v.ep, v.dtype, v.package.as_ref().unwrap().to_string_lossy().into_owned())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Ep::Default, Dtype::F32, "/repo/fixtures/qwen3-tiny/onnx/default-f32".into()),
+            (Ep::Default, Dtype::F16, "/repo/fixtures/qwen3-tiny/onnx/default-f16".into()),
+            (Ep::Cpu, Dtype::F32, "/repo/fixtures/qwen3-tiny/onnx/cpu-f32".into()),
+            (Ep::Cpu, Dtype::F16, "/repo/elsewhere/cpu-half".into()),
+        ]
+    );
+}
+
+#[test]
+fn plans_sorted_hierarchical_trial_names() {
+    let dir = tempdir("plan");
+    write(&dir.join("cases/causal-lm/b-model.yaml"), CASE);
+    write(
+        &dir.join("cases/causal-lm/a-model.yaml"),
+        &CASE.replace("[f32, f16]", "[f32]").replace("  packages:\n    \"cpu/f16\": \"elsewhere/cpu-half\"\n", ""),
+    );
+    let names: Vec<String> = Suite::open(&dir).plan().into_iter().map(|t| t.name).collect();
+    assert_eq!(names.len(), 4 + 8);
+    assert_eq!(
+        &names[..4],
+        ["a-model/text/cpu/f32/L4", "a-model/text/cpu/f32/L5", "a-model/text/default/f32/L4", "a-model/text/default/f32/L5"]
+    );
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+}
+
+#[test]
+fn unknown_field_names_file_and_field() {
+    let e = parse(&CASE.replace("revision:", "revison:")).unwrap_err();
+    assert!(e.contains("cases/causal-lm/x.yaml") && e.contains("revison"), "{e}");
+    let e = parse(&CASE.replace("  max_new_tokens: 8", "  max_new_tokens: 8\n  temperature: 0.7")).unwrap_err();
+    assert!(e.contains("temperature"), "{e}");
+    let e = parse(&CASE.replace("  eps: [default, cpu]", "  eps: [default, cpu]\n  ep: cuda")).unwrap_err();
+    assert!(e.contains("`ep`") || e.contains("ep"), "{e}");
+}
+
+#[test]
+fn wrong_values_name_the_field() {
+    for (from, to, needle) in [
+        ("dtype: \"float32\"", "dtype: \"float8\"", "float8"),
+        ("level: \"L4+L5\"", "level: \"L6\"", "L6"),
+        ("eps: [default, cpu]", "eps: [default, tpu]", "tpu"),
+        ("max_new_tokens: 8", "max_new_tokens: many", "max_new_tokens"),
+        ("do_sample: false", "do_sample: true", "do_sample"),
+        ("\"cpu/f16\"", "\"cpu/f64\"", "matrix.packages"),
+    ] {
+        let e = parse(&CASE.replace(from, to)).unwrap_err();
+        assert!(e.contains("cases/causal-lm/x.yaml") && e.contains(needle), "{to}: {e}");
+    }
+    let e = parse(&CASE.replace("    - \"def main():\"", "    - \"a\"\n    - \"b\"")).unwrap_err();
+    assert!(e.contains("inputs.prompts"), "{e}");
+    let e = parse("model_id: [unclosed").unwrap_err();
+    assert!(e.contains("cases/causal-lm/x.yaml"), "{e}");
+}
+
+#[test]
+fn a_broken_case_is_its_own_failing_trial() {
+    let dir = tempdir("broken");
+    write(&dir.join("cases/causal-lm/good.yaml"), CASE);
+    write(&dir.join("cases/causal-lm/bad.yaml"), "model_id: x\nbogus: 1\n");
+    let plan = Suite::open(&dir).plan();
+    let bad: Vec<_> = plan.iter().filter(|t| matches!(t.kind, TrialKind::Broken(_))).collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(bad[0].name, "bad/case");
+    assert_eq!(plan.len(), 1 + 8, "the good case still expands");
+}
+
+#[test]
+fn mobius_cases_and_tolerances_load_unchanged() {
+    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/mobius-compat");
+    if !compat.is_dir() {
+        panic!("{} is missing: a copy of mobius' sample data (cases, goldens, tolerances) is committed here", compat.display());
+    }
+    let suite = Suite::open(&compat);
+    let cases = suite.load_cases();
+    assert!(cases.len() >= 9, "found {} case files", cases.len());
+    for c in &cases {
+        if let Err(b) = c {
+            panic!("{}: {}", b.file, b.error);
+        }
+    }
+    let policy = suite.policy.as_ref().expect("default_tolerances.yaml loads");
+    assert!(policy.source.ends_with("default_tolerances.yaml"));
+    let t = policy.resolve(Level::L4, Dtype::F16, None, None);
+    assert_eq!(t.near_tie_margin, 0.1);
+    let vl = cases.iter().flatten().find(|c| c.name == "gemma-4-e2b-it").unwrap();
+    assert_eq!(vl.modalities(), vec![Modality::Image]);
+}
+
+#[test]
+fn policy_rejects_unknown_fields_and_applies_overrides() {
+    let e = Policy::parse("tol.yaml", "L4:\n  f32: { atol: 1.0, slack: 2 }\n").unwrap_err().to_string();
+    assert!(e.contains("tol.yaml") && e.contains("slack"), "{e}");
+    let e = Policy::parse("tol.yaml", "L4:\n  f64: { atol: 1.0 }\n").unwrap_err().to_string();
+    assert!(e.contains("L4.f64"), "{e}");
+    let e = Policy::parse("tol.yaml", "L4:\n  f32: { atol: -1.0 }\n").unwrap_err().to_string();
+    assert!(e.contains("atol"), "{e}");
+    let p = Policy::parse("tol.yaml", "L5:\n  f32: { min_token_match_ratio: 0.5 }\n").unwrap();
+    assert_eq!(p.resolve(Level::L5, Dtype::F32, None, None).min_token_match_ratio, 0.5);
+    assert_eq!(p.resolve(Level::L5, Dtype::F32, None, Some(0.75)).min_token_match_ratio, 0.75);
+    let case = parse(&format!("{CASE}tolerance:\n  atol: 0.5\n")).unwrap();
+    assert_eq!(p.resolve(Level::L4, Dtype::F32, case.spec.tolerance.as_ref(), None).atol, 0.5);
+}
+
+fn tempdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mobius-cases-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(p: &Path, text: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}

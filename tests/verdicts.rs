@@ -1,0 +1,209 @@
+//! Every verdict path, driven with crafted logits and goldens (no ONNX Runtime involved).
+
+use mobius_conformance::case::{Dtype, Level};
+use mobius_conformance::golden::{GenerationGolden, Hex, PrefillGolden, StepTop};
+use mobius_conformance::logits::TopK;
+use mobius_conformance::tolerance::Tolerance;
+use mobius_conformance::verdict::{DivergenceKind, Verdict, judge_generation, judge_prefill};
+
+fn f32_l4() -> Tolerance {
+    Tolerance::builtin(Level::L4, Dtype::F32)
+}
+
+/// A reference vector over a 32-token vocabulary with a clear top-1 at id 7 (margin 1.0).
+fn reference() -> Vec<f32> {
+    (0..32)
+        .map(|i| match i {
+            7 => 3.0,
+            9 => 2.0,
+            _ => (i as f32) * 0.01 - 0.5,
+        })
+        .collect()
+}
+
+fn prefill_golden(r: &[f32]) -> PrefillGolden {
+    let top = TopK::of(r, 10);
+    PrefillGolden {
+        top1_id: top.ids[0],
+        top2_id: top.ids[1],
+        top10_ids: top.ids.clone(),
+        top10_logits: top.logits.iter().map(|&x| Hex(x as f64)).collect(),
+        logits_summary: mobius_conformance::logits::summary(r).iter().map(|&x| Hex(x)).collect(),
+        input_ids: vec![2, 10, 11],
+        input_hash: None,
+        vocab_size: Some(r.len()),
+        last_logits: Some(r.iter().map(|&x| Hex(x as f64)).collect()),
+        last_logits_file: None,
+        provenance: None,
+        component_norms: None,
+        component_shapes: None,
+    }
+}
+
+#[test]
+fn l4_pass_within_tolerance() {
+    let r = reference();
+    let got: Vec<f32> = r.iter().map(|x| x + 5e-5).collect();
+    let rep = judge_prefill(&got, &prefill_golden(&r), Some(&r), &f32_l4());
+    assert_eq!(rep.verdict, Verdict::Pass, "{:?}", rep.reasons);
+    assert!(rep.comparison.unwrap().max_abs < 1e-4);
+}
+
+#[test]
+fn l4_fails_on_a_small_whole_vector_error_that_keeps_the_argmax() {
+    // A 1% weight error in a norm-heavy model: argmax unchanged, logits off by ~1e-2.
+    let r = reference();
+    let mut got = r.clone();
+    got[20] += 0.02;
+    let rep = judge_prefill(&got, &prefill_golden(&r), Some(&r), &f32_l4());
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert_eq!(rep.got_top.ids[0], 7, "argmax alone would have passed");
+    assert!(rep.reasons[0].contains("worst at id 20"), "{:?}", rep.reasons);
+}
+
+#[test]
+fn l4_near_tie_flip_is_ambiguous() {
+    let mut r = reference();
+    r[9] = 2.995; // reference margin 0.005 < f32 near-tie margin 0.01
+    let mut got = r.clone();
+    got[7] = 2.9975;
+    got[9] = 2.9976;
+    let mut tol = f32_l4();
+    tol.atol = 1e-2;
+    let rep = judge_prefill(&got, &prefill_golden(&r), Some(&r), &tol);
+    assert_eq!(rep.verdict, Verdict::Ambiguous, "{:?}", rep.reasons);
+    assert_eq!(rep.got_top.ids[0], 9);
+    assert!(rep.reasons.iter().any(|s| s.contains("near-tie")), "{:?}", rep.reasons);
+}
+
+#[test]
+fn l4_real_argmax_flip_fails() {
+    let r = reference();
+    let mut got = r.clone();
+    got[9] = 3.5;
+    let mut tol = f32_l4();
+    tol.atol = 10.0; // even with a loose vector check, a flip the reference was sure about is a failure
+    let rep = judge_prefill(&got, &prefill_golden(&r), Some(&r), &tol);
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert!(rep.reasons.iter().any(|s| s.contains("argmax is 9") && s.contains("not a near-tie")), "{:?}", rep.reasons);
+}
+
+#[test]
+fn l4_without_full_logits_uses_the_top10() {
+    let r = reference();
+    let mut g = prefill_golden(&r);
+    g.last_logits = None;
+    let mut got = r.clone();
+    got[7] += 0.5;
+    let rep = judge_prefill(&got, &g, None, &f32_l4());
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert!(rep.reasons[0].contains("top-10"), "{:?}", rep.reasons);
+    assert!(rep.comparison.is_none());
+}
+
+#[test]
+fn l4_vocab_mismatch_fails() {
+    let r = reference();
+    let rep = judge_prefill(&r[..31], &prefill_golden(&r), Some(&r), &f32_l4());
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert!(rep.reasons[0].contains("vocabulary size"), "{:?}", rep.reasons);
+}
+
+/// A golden stream 0..8 whose step 3 is a near-tie between 103 and 203.
+fn generation_golden() -> GenerationGolden {
+    let tokens: Vec<i64> = (0..8).map(|i| 100 + i).collect();
+    let steps = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            let second = if i == 3 { 9.995 } else { 8.0 };
+            StepTop { ids: vec![t, t + 100, t + 200], logits: vec![Hex(10.0), Hex(second), Hex(7.0)] }
+        })
+        .collect();
+    GenerationGolden {
+        model_id: "m".into(),
+        prompt: "p".into(),
+        generated_tokens: tokens,
+        generated_text: None,
+        input_hash: None,
+        max_new_tokens: Some(8),
+        steps,
+        provenance: None,
+    }
+}
+
+fn l5(dtype: Dtype) -> Tolerance {
+    Tolerance::builtin(Level::L5, dtype)
+}
+
+#[test]
+fn l5_exact_stream_passes() {
+    let g = generation_golden();
+    let rep = judge_generation(&g.generated_tokens.clone(), &g, None, &l5(Dtype::F32));
+    assert_eq!((rep.verdict, rep.matches, rep.first_divergence), (Verdict::Pass, 8, None));
+}
+
+#[test]
+fn l5_near_tie_flip_with_teacher_forced_agreement_is_ambiguous() {
+    let g = generation_golden();
+    // Free-running: flips to the reference's runner-up at step 3, then drifts on its own path.
+    let got = vec![100, 101, 102, 203, 500, 501, 502, 503];
+    // Teacher-forced: only step 3 disagrees.
+    let forced = vec![100, 101, 102, 203, 104, 105, 106, 107];
+    let rep = judge_generation(&got, &g, Some(&forced), &l5(Dtype::F32));
+    let d = rep.first_divergence.clone().unwrap();
+    assert_eq!((d.index, d.kind), (3, DivergenceKind::NearTieFlip));
+    let tf = rep.teacher_forced.clone().unwrap();
+    assert_eq!((tf.agree, tf.near_tie_disagreements.clone(), tf.real_disagreements.clone()), (7, vec![3], vec![]));
+    assert_eq!(rep.verdict, Verdict::Ambiguous, "{:?}", rep.reasons);
+}
+
+#[test]
+fn l5_near_tie_flip_hiding_a_real_bug_fails() {
+    let g = generation_golden();
+    let got = vec![100, 101, 102, 203, 500, 501, 502, 503];
+    let forced = vec![100, 101, 102, 203, 104, 999, 999, 107];
+    let rep = judge_generation(&got, &g, Some(&forced), &l5(Dtype::F32));
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert_eq!(rep.teacher_forced.unwrap().real_disagreements, vec![5, 6]);
+}
+
+#[test]
+fn l5_real_divergence_fails_and_reports_where() {
+    let g = generation_golden();
+    let got = vec![100, 301, 302, 303, 304, 305, 306, 307];
+    let forced = vec![100, 301, 102, 103, 104, 105, 106, 107];
+    let rep = judge_generation(&got, &g, Some(&forced), &l5(Dtype::F32));
+    let d = rep.first_divergence.clone().unwrap();
+    assert_eq!((d.index, d.kind, d.expected, d.got), (1, DivergenceKind::Real, Some(101), Some(301)));
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert_eq!(rep.teacher_forced.unwrap().agree, 7, "teacher forcing shows the rest of the stream is fine");
+}
+
+#[test]
+fn l5_ratio_follows_the_dtype() {
+    let g = generation_golden();
+    let got = vec![100, 101, 102, 103, 104, 105, 106, 999];
+    let rep = judge_generation(&got, &g, None, &l5(Dtype::Int4));
+    assert_eq!(rep.verdict, Verdict::Pass, "7/8 = 0.875 >= 0.7 at int4; got {:?}", rep.reasons);
+    let rep = judge_generation(&got, &g, None, &l5(Dtype::F16));
+    assert_eq!(rep.verdict, Verdict::Fail, "7/8 = 0.875 < 0.9 at f16");
+}
+
+#[test]
+fn l5_short_stream_counts_missing_tokens() {
+    let g = generation_golden();
+    let got = vec![100, 101, 102, 1];
+    let rep = judge_generation(&got, &g, None, &l5(Dtype::F32));
+    assert_eq!((rep.verdict, rep.matches), (Verdict::Fail, 3));
+    assert_eq!(rep.first_divergence.unwrap().index, 3);
+}
+
+#[test]
+fn l5_golden_without_steps_is_unclassified() {
+    let mut g = generation_golden();
+    g.steps.clear();
+    let rep = judge_generation(&[100, 999], &g, Some(&[100, 999]), &l5(Dtype::F32));
+    assert_eq!(rep.first_divergence.unwrap().kind, DivergenceKind::Unclassified);
+    assert_eq!(rep.verdict, Verdict::Fail);
+}

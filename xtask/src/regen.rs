@@ -1,0 +1,291 @@
+//! `fixtures` and `regen-goldens`: the reference runs in Python, the goldens are derived and written here.
+//!
+//! Python only dumps raw reference outputs (safetensors); this side tokenizes the prompt itself and checks it
+//! matches, derives the golden JSON with the suite's own codec, and is the only writer of `goldens/`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mobius_conformance::bootstrap::{target_dir, workspace_root};
+use mobius_conformance::case::{Case, Level};
+use mobius_conformance::golden::{self, Provenance, ReferenceRun};
+use mobius_conformance::inputs::Inputs;
+use mobius_conformance::tokenizer::TextTokenizer;
+use mobius_conformance::trial::{Suite, relative};
+
+use crate::venv;
+
+fn reference_script(name: &str) -> PathBuf {
+    workspace_root().join("xtask").join("reference").join(name)
+}
+
+fn run_python(args: &[&std::ffi::OsStr]) -> Result<(), String> {
+    venv::ensure()?;
+    let mut cmd = Command::new(venv::python());
+    cmd.args(args).env("PYTHONUNBUFFERED", "1").env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_VERBOSITY", "error");
+    let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed: {status}")) }
+}
+
+pub fn fixtures(args: &[String]) -> Result<(), String> {
+    let mut only = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--only" => only.push(it.next().ok_or("--only needs a fixture name")?.clone()),
+            other => return Err(format!("fixtures: unknown option `{other}`")),
+        }
+    }
+    let script = reference_script("fixtures.py");
+    let out = workspace_root().join("fixtures");
+    let mut argv: Vec<std::ffi::OsString> = vec![script.into(), "--out".into(), out.into()];
+    if !only.is_empty() {
+        argv.push("--only".into());
+        argv.extend(only.into_iter().map(Into::into));
+    }
+    let refs: Vec<&std::ffi::OsStr> = argv.iter().map(|s| s.as_os_str()).collect();
+    run_python(&refs)
+}
+
+#[derive(Debug, Default)]
+struct Options {
+    case_glob: Option<glob::Pattern>,
+    level: Option<Level>,
+    force: bool,
+    dry_run: bool,
+    allow_ci: bool,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--case" => {
+                let g = it.next().ok_or("--case needs a glob")?;
+                o.case_glob = Some(glob::Pattern::new(g).map_err(|e| format!("--case {g:?}: {e}"))?);
+            }
+            "--level" => {
+                let l = it.next().ok_or("--level needs L4 or L5")?;
+                o.level = Some(Level::parse(l).ok_or_else(|| format!("--level {l:?}: expected L4 or L5"))?);
+            }
+            "--force" => o.force = true,
+            "--dry-run" => o.dry_run = true,
+            "--allow-ci" => o.allow_ci = true,
+            other => return Err(format!("regen-goldens: unknown option `{other}`")),
+        }
+    }
+    Ok(o)
+}
+
+/// A case the reference will run, and what it must produce.
+struct Job {
+    case: Case,
+    raw: PathBuf,
+    ids: Vec<i64>,
+}
+
+pub fn regen_goldens(args: &[String]) -> Result<(), String> {
+    let opts = parse(args)?;
+    if std::env::var_os("CI").is_some() && !opts.allow_ci {
+        return Err("refusing to write goldens under CI (CI is set): goldens are reviewed changes; pass --allow-ci to override".into());
+    }
+    let root = workspace_root();
+    let suite = Suite::open(&root);
+    let work = target_dir().join("regen-goldens").join(std::process::id().to_string());
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+
+    let mut failures = 0;
+    let mut jobs = Vec::new();
+    for loaded in suite.load_cases() {
+        let case = match loaded {
+            Ok(c) => c,
+            Err(b) => {
+                if opts.case_glob.as_ref().is_none_or(|g| g.matches(&b.name)) {
+                    println!("ERROR      {}: {}", b.file, b.error);
+                    failures += 1;
+                }
+                continue;
+            }
+        };
+        if opts.case_glob.as_ref().is_some_and(|g| !g.matches(&case.name)) {
+            continue;
+        }
+        let paths = suite.golden_paths(&case);
+        let skip = |why: &str| {
+            for l in case.levels() {
+                let p = if *l == Level::L4 { &paths.prefill } else { &paths.generation };
+                println!("SKIPPED    {} ({why})", relative(&root, p));
+            }
+        };
+        let (Some(reference), Some(prompt), Some(tok)) = (case.reference_dir(&root), case.prompt(), case.tokenizer_dir(&root)) else {
+            skip("the case names no `reference` weights or no prompt: its goldens are not made here");
+            continue;
+        };
+        if !reference.is_dir() {
+            skip(&format!("reference {} is not a directory", reference.display()));
+            continue;
+        }
+        let ids = TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?;
+        let raw = work.join(format!("{}.safetensors", case.name));
+        jobs.push((
+            serde_json::json!({
+                "case": case.name,
+                "reference": reference,
+                "tokenizer": tok,
+                "prompt": prompt,
+                "max_new_tokens": case.max_new_tokens(),
+                "eos_token_id": case.spec.generation.eos_token_id,
+                "out": raw,
+            }),
+            Job { case: (*case).clone(), raw, ids },
+        ));
+    }
+    if !jobs.is_empty() {
+        let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
+        let spec_path = work.join("jobs.json");
+        std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
+        run_python(&[reference_script("goldens.py").as_os_str(), spec_path.as_os_str()])?;
+    }
+    for (_, job) in &jobs {
+        match write_case_goldens(&suite, job, &opts) {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                println!("ERROR      {}: {e}", job.case.file);
+                failures += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    if failures > 0 { Err(format!("{failures} case(s) failed")) } else { Ok(()) }
+}
+
+/// One tensor of the reference's raw outputs.
+struct RawTensor {
+    shape: Vec<usize>,
+    data: Vec<u8>,
+    dtype: safetensors::Dtype,
+}
+
+/// The reference's raw outputs (written by goldens.py): tensors and string metadata.
+struct RawRun {
+    tensors: HashMap<String, RawTensor>,
+    meta: HashMap<String, String>,
+}
+
+fn read_raw(path: &Path) -> Result<RawRun, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let tensors = st
+        .names()
+        .into_iter()
+        .map(|n| {
+            let t = st.tensor(n).expect("listed tensor");
+            (n.to_string(), RawTensor { shape: t.shape().to_vec(), data: t.data().to_vec(), dtype: t.dtype() })
+        })
+        .collect();
+    Ok(RawRun { tensors, meta: meta.metadata().clone().unwrap_or_default() })
+}
+
+fn i64s(b: &[u8]) -> Vec<i64> {
+    b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<String>, String> {
+    let RawRun { tensors, meta } = read_raw(&job.raw)?;
+    let get = |name: &str, dtype: safetensors::Dtype| {
+        let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", job.raw.display()))?;
+        if t.dtype != dtype {
+            return Err(format!("{}: tensor `{name}` is {:?}, expected {dtype:?}", job.raw.display(), t.dtype));
+        }
+        Ok((t.shape.clone(), t.data.as_slice()))
+    };
+    use safetensors::Dtype::{F32, I64};
+    let input_ids = i64s(get("input_ids", I64)?.1);
+    if input_ids != job.ids {
+        return Err(format!(
+            "the reference tokenized the prompt to {input_ids:?} but tokenizer.json gives {:?}: the Rust and Python tokenizers disagree",
+            job.ids
+        ));
+    }
+    let prefill_logits = f32s(get("prefill_logits", F32)?.1);
+    let generated_tokens = i64s(get("generated_tokens", I64)?.1);
+    let (step_shape, step_data) = get("step_logits", F32)?;
+    let vocab = prefill_logits.len();
+    if step_shape.len() != 2 || step_shape[1] != vocab || step_shape[0] != generated_tokens.len() {
+        return Err(format!("step_logits has shape {step_shape:?}, expected [{}, {vocab}]", generated_tokens.len()));
+    }
+    let step_logits: Vec<Vec<f32>> = f32s(step_data).chunks(vocab).map(<[f32]>::to_vec).collect();
+    let m = |k: &str| meta.get(k).cloned().unwrap_or_default();
+    let root = &suite.root;
+    let run = ReferenceRun {
+        input_hash: Inputs::from_token_ids(&input_ids).hash(),
+        input_ids,
+        prefill_logits,
+        generated_tokens,
+        step_logits,
+        generated_text: m("generated_text"),
+        provenance: Provenance {
+            reference: relative(root, &job.case.reference_dir(root).unwrap_or_default()),
+            transformers: m("transformers"),
+            torch: m("torch"),
+            dtype: "float32".into(),
+            device: "cpu".into(),
+        },
+    };
+    let paths = suite.golden_paths(&job.case);
+    let sidecar_name = paths.sidecar().file_name().unwrap().to_string_lossy().into_owned();
+    let files = golden::from_reference(
+        &run,
+        &job.case.spec.model_id,
+        job.case.prompt().unwrap_or_default(),
+        job.case.max_new_tokens(),
+        &sidecar_name,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut lines = Vec::new();
+    if let Some(min) = run.step_logits.iter().map(|l| mobius_conformance::logits::TopK::of(l, 2).margin()).reduce(f64::min) {
+        lines.push(format!(
+            "margin     {}: smallest reference top1-top2 margin over prefill and {} steps = {min:.4}",
+            job.case.name,
+            run.step_logits.len()
+        ));
+    }
+    let mut targets: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for &level in job.case.levels() {
+        if opts.level.is_some_and(|l| l != level) {
+            continue;
+        }
+        match level {
+            Level::L4 => {
+                targets.push((paths.prefill.clone(), files.prefill.clone()));
+                if let Some(s) = &files.sidecar {
+                    targets.push((paths.sidecar(), s.clone()));
+                }
+            }
+            Level::L5 => targets.push((paths.generation.clone(), files.generation.clone())),
+        }
+    }
+    for (path, bytes) in targets {
+        let shown = relative(root, &path);
+        let existing = std::fs::read(&path).ok();
+        let line = match existing {
+            Some(old) if old == bytes => format!("UNCHANGED  {shown}"),
+            Some(_) if !opts.force => format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"),
+            _ if opts.dry_run => format!("SAVED      {shown} (dry run: not written)"),
+            _ => {
+                golden::write_atomic(&path, &bytes).map_err(|e| e.to_string())?;
+                format!("SAVED      {shown}")
+            }
+        };
+        lines.push(line);
+    }
+    Ok(lines)
+}
