@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use libtest_mimic::{Completion, Failed, Trial};
 use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Outcome, Suite};
-use mobius_conformance::verdict::Verdict;
+use mobius_conformance::trial::{self, Status, Suite};
 
 /// The suite root: `MOBIUS_SUITE_ROOT`, else the repository this harness was built in.
 pub fn suite_root() -> PathBuf {
@@ -28,15 +27,16 @@ pub fn trials(root: &std::path::Path) -> Vec<Trial> {
             let device = device.clone();
             Trial::ignorable_test(spec.name.clone(), move || {
                 let device = device.map_err(|e| Failed::from(format!("{}: {e}", spec.name)))?;
-                match trial::run(&suite, &spec, device) {
-                    Outcome::Pass { verdict, summary } => {
-                        if verdict == Verdict::Ambiguous {
-                            eprintln!("{summary}");
-                        }
+                let outcome = trial::run(&suite, &spec, device);
+                match outcome.status {
+                    Status::Pass => Ok(Completion::Completed),
+                    // Passes a person should still see.
+                    Status::Ambiguous | Status::Accepted | Status::ExpectedFailure => {
+                        eprintln!("{}", outcome.message);
                         Ok(Completion::Completed)
                     }
-                    Outcome::Skip(reason) => Ok(Completion::ignored_with(reason)),
-                    Outcome::Fail(message) => Err(Failed::from(message)),
+                    Status::Skip => Ok(Completion::ignored_with(outcome.message)),
+                    Status::Fail => Err(Failed::from(outcome.message)),
                 }
             })
         })

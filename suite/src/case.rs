@@ -52,6 +52,32 @@ pub struct CaseSpec {
     pub matrix: Option<Matrix>,
     #[serde(default)]
     pub tolerance: Option<ToleranceOverride>,
+    /// Trials expected to fail, strictly: one that passes is reported as a failure.
+    #[serde(default)]
+    pub xfail: Option<Xfail>,
+}
+
+/// An expected failure, in the case file where everyone sees it. Empty filters match every value.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Xfail {
+    pub levels: Vec<Level>,
+    #[serde(default)]
+    pub eps: Vec<Ep>,
+    #[serde(default)]
+    pub dtypes: Vec<Dtype>,
+    #[serde(default)]
+    pub modalities: Vec<Modality>,
+    pub reason: String,
+}
+
+impl Xfail {
+    pub fn applies(&self, modality: Modality, ep: Ep, dtype: Dtype, level: Level) -> bool {
+        fn any<T: PartialEq>(list: &[T], v: T) -> bool {
+            list.is_empty() || list.contains(&v)
+        }
+        self.levels.contains(&level) && any(&self.eps, ep) && any(&self.dtypes, dtype) && any(&self.modalities, modality)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -316,6 +342,11 @@ impl Case {
                     );
                 }
             }
+        }
+        if let Some(x) = &s.xfail
+            && (x.levels.is_empty() || x.reason.trim().is_empty())
+        {
+            bail!("{file}: field `xfail` needs a non-empty `levels` list and a `reason`");
         }
         if let Some(t) = &s.tolerance {
             t.validate().map_err(|e| e.context(format!("{file}: field `tolerance`")))?;

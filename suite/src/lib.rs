@@ -14,6 +14,7 @@ pub mod logits;
 pub mod package;
 pub mod report;
 pub mod runtime;
+pub mod snapshot;
 pub mod tokenizer;
 pub mod tolerance;
 pub mod trial;

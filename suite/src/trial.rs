@@ -12,6 +12,7 @@ use crate::generate;
 use crate::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
 use crate::inputs::Inputs;
 use crate::report;
+use crate::snapshot;
 use crate::runtime::{self, Device, Provider};
 use crate::tokenizer::TextTokenizer;
 use crate::tolerance::{Policy, Tolerance};
@@ -132,17 +133,57 @@ pub struct TrialSpec {
     pub kind: TrialKind,
 }
 
-/// How a trial ended. `Pass` carries a one-line summary (and `Ambiguous` verdicts, which count as passes).
+/// How a trial ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    Pass,
+    /// A near-tie explains the difference: a pass, shown.
+    Ambiguous,
+    /// The output diverges from the golden exactly as a reviewed, committed snapshot says: a pass, shown.
+    Accepted,
+    /// Failed, as the case's `xfail` says it does: a pass, shown.
+    ExpectedFailure,
+    Skip,
+    Fail,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Ambiguous => "AMBIGUOUS",
+            Status::Accepted => "ACCEPTED",
+            Status::ExpectedFailure => "XFAIL",
+            Status::Skip => "SKIP",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// A trial's result: its status, the message a person reads, and the numbers a summary table shows.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    Pass { verdict: Verdict, summary: String },
-    Skip(String),
-    Fail(String),
+pub struct Outcome {
+    pub status: Status,
+    pub message: String,
+    pub max_abs_diff: Option<f64>,
+    pub first_divergence: Option<usize>,
 }
 
 impl Outcome {
+    fn new(status: Status, message: impl Into<String>) -> Outcome {
+        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None }
+    }
+
+    pub fn skip(reason: impl Into<String>) -> Outcome {
+        Outcome::new(Status::Skip, reason)
+    }
+
+    pub fn fail(message: impl Into<String>) -> Outcome {
+        Outcome::new(Status::Fail, message)
+    }
+
     pub fn is_fail(&self) -> bool {
-        matches!(self, Outcome::Fail(_))
+        self.status == Status::Fail
     }
 }
 
@@ -152,19 +193,18 @@ pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, Str
         (Ep::Cpu, _) => Ok(Provider::Cpu),
         (Ep::Default, Device::Cpu) => Ok(Provider::Cpu),
         (Ep::Default | Ep::Cuda, Device::Cuda { id }) => Ok(Provider::Cuda { id }),
-        (Ep::Cuda, Device::Cpu) => {
-            Err("a `cuda` build needs the CUDA execution provider; run with MOBIUS_TEST_DEVICE=cuda on a GPU machine".into())
-        }
+        (Ep::Cuda, Device::Cpu) => Err("a `cuda` build needs the CUDA execution provider; run with MOBIUS_TEST_DEVICE=cuda on a GPU machine".into()),
     }
 }
 
 /// Runs one trial to its outcome. Never panics on bad input: every error becomes a failure naming its source.
 pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
     match &spec.kind {
-        TrialKind::Broken(b) => Outcome::Fail(format!("{}: the case does not load:\n  {}", spec.name, b.error)),
+        TrialKind::Broken(b) => Outcome::fail(format!("{}: the case does not load:\n  {}", spec.name, b.error)),
         TrialKind::Conformance { case, modality, variant, level } => {
             let t = Trial { suite, name: &spec.name, case, modality: *modality, variant, level: *level, device };
-            t.run().unwrap_or_else(|e| Outcome::Fail(format!("{}: {e}", spec.name)))
+            let outcome = t.run().unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
+            t.apply_xfail(outcome)
         }
     }
 }
@@ -188,34 +228,53 @@ impl Trial<'_> {
         relative(&self.suite.root, p)
     }
 
+    /// Strict expected failures: a listed trial that fails passes as XFAIL; one that passes is a failure.
+    fn apply_xfail(&self, o: Outcome) -> Outcome {
+        let Some(x) = &self.case.spec.xfail else { return o };
+        if !x.applies(self.modality, self.variant.ep, self.variant.dtype, self.level) {
+            return o;
+        }
+        match o.status {
+            Status::Fail => Outcome { status: Status::ExpectedFailure, message: format!("{}: XFAIL ({})\n{}", self.name, x.reason, o.message), ..o },
+            Status::Skip | Status::ExpectedFailure => o,
+            _ => Outcome {
+                status: Status::Fail,
+                message: format!(
+                    "{}: unexpectedly passed ({}): remove the xfail from {} (reason was: {})",
+                    self.name,
+                    o.status.name(),
+                    self.case.file,
+                    x.reason
+                ),
+                ..o
+            },
+        }
+    }
+
     fn run(&self) -> Result<Outcome> {
         let spec = &self.case.spec;
         if let Some(r) = spec.skip_reason.as_deref().filter(|r| !r.trim().is_empty()) {
-            return Ok(Outcome::Skip(format!("skip_reason: {r}")));
+            return Ok(Outcome::skip(format!("skip_reason: {r}")));
         }
         if std::env::var_os("CI").is_some()
             && let Some(r) = spec.ci_skip_reason.as_deref().filter(|r| !r.trim().is_empty())
         {
-            return Ok(Outcome::Skip(format!("ci_skip_reason (CI is set): {r}")));
+            return Ok(Outcome::skip(format!("ci_skip_reason (CI is set): {r}")));
         }
         if self.modality != Modality::Text {
-            return Ok(Outcome::Skip(format!(
-                "modality `{}` needs a multimodal package loader, which this suite does not have yet",
-                self.modality
-            )));
+            return Ok(Outcome::skip(format!("modality `{}` needs a multimodal package loader, which this suite does not have yet", self.modality)));
         }
         let provider = match provider_for(self.variant.ep, self.device) {
             Ok(p) => p,
-            Err(why) => return Ok(Outcome::Skip(why)),
+            Err(why) => return Ok(Outcome::skip(why)),
         };
         if self.variant.dtype == Dtype::Bf16 && provider == Provider::Cpu {
-            return Ok(Outcome::Skip(
-                "bf16 has no CPU kernels in ONNX Runtime (MatMul, Mul, Add, Div, Sigmoid, Tanh); run it with MOBIUS_TEST_DEVICE=cuda"
-                    .into(),
+            return Ok(Outcome::skip(
+                "bf16 has no CPU kernels in ONNX Runtime (MatMul, Mul, Add, Div, Sigmoid, Tanh); run it with MOBIUS_TEST_DEVICE=cuda",
             ));
         }
         let Some(package) = &self.variant.package else {
-            return Ok(Outcome::Skip(format!(
+            return Ok(Outcome::skip(format!(
                 "{} names no package for {}/{}: add `matrix.package` (or `matrix.packages`) to run it",
                 self.case.file, self.variant.ep, self.variant.dtype
             )));
@@ -229,9 +288,9 @@ impl Trial<'_> {
             let msg = format!("no golden at {}; make it with `{}`", self.rel(golden_path), self.regenerate());
             // Pre-merge gating must never pass a case whose golden was forgotten.
             return Ok(if std::env::var_os("CI").is_some() {
-                Outcome::Fail(format!("{msg} and commit it (CI is set)"))
+                Outcome::fail(format!("{}: {msg} and commit it (CI is set)", self.name))
             } else {
-                Outcome::Skip(msg)
+                Outcome::skip(msg)
             });
         }
         let policy = self.suite.policy.as_ref().map_err(Clone::clone)?;
@@ -246,11 +305,9 @@ impl Trial<'_> {
         };
         let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?;
         let inputs = Inputs::from_token_ids(&tokenizer.encode(prompt)?);
-        let hash = inputs.hash();
 
-        // runtime
-        let model = package_model(package)
-            .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
+        // inputs -> runtime
+        let model = package_model(package).map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
         let decoder = runtime::decoder(&model, provider)?;
         let golden_file = self.rel(golden_path);
         let token = |id: i64| tokenizer.token(id);
@@ -265,31 +322,31 @@ impl Trial<'_> {
             token: &token,
             text: &text,
         };
+        let stale = |reason: String| Error::new(format!("golden is stale: {reason}\n  regenerate: {}", self.regenerate()));
 
-        let (verdict, rendered) = match self.level {
+        // outputs -> verdict -> report
+        match self.level {
             Level::L4 => {
                 let golden = PrefillGolden::load(golden_path)?;
-                self.check_fresh(golden.input_hash.as_deref(), &golden.input_ids, inputs.input_ids(), &hash, &golden_file)?;
+                if let Some(why) = verdict::staleness(golden.input_hash.as_deref(), None, &golden.input_ids, prompt, &inputs) {
+                    return Err(stale(format!("{golden_file} {why} ({})", self.case.file)));
+                }
                 let reference = golden.full_logits(golden_path)?;
                 let got = generate::prefill(&decoder, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
-                let summary = match &r.comparison {
-                    Some(c) => format!("max |diff| {:.2e} at id {}, cosine {:.7}", c.max_abs, c.max_abs_at, c.cosine),
-                    None => format!("top1 {} (golden top-10 only)", r.got_top.ids[0]),
+                let max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
+                let status = match r.verdict {
+                    Verdict::Pass => Status::Pass,
+                    Verdict::Ambiguous => Status::Ambiguous,
+                    Verdict::Fail => Status::Fail,
                 };
-                (r.verdict, (report::prefill(&ctx, &r), summary))
+                Ok(Outcome { status, message: report::prefill(&ctx, &r), max_abs_diff, first_divergence: None })
             }
             Level::L5 => {
                 let golden = GenerationGolden::load(golden_path)?;
-                if golden.prompt != prompt {
-                    return Err(Error::new(format!(
-                        "golden is stale: {golden_file} was made from prompt {:?}, but {} states {prompt:?}\n  regenerate: {}",
-                        golden.prompt,
-                        self.case.file,
-                        self.regenerate()
-                    )));
+                if let Some(why) = verdict::staleness(golden.input_hash.as_deref(), Some(&golden.prompt), &[], prompt, &inputs) {
+                    return Err(stale(format!("{golden_file} {why} ({})", self.case.file)));
                 }
-                self.check_fresh(golden.input_hash.as_deref(), &[], inputs.input_ids(), &hash, &golden_file)?;
                 let eos = self.eos_ids(package);
                 let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
                 let free = generate::greedy(&decoder, inputs.input_ids(), max_new, &eos, None)?;
@@ -300,40 +357,45 @@ impl Trial<'_> {
                     None
                 };
                 let r = verdict::judge_generation(&got, &golden, forced.as_deref(), &tol);
-                let summary = match &r.first_divergence {
-                    None => format!("{}/{} tokens match", r.matches, r.expected.len()),
-                    Some(d) => {
-                        format!("{}/{} tokens match, first divergence at step {}", r.matches, r.expected.len().max(r.got.len()), d.index)
-                    }
+                let first_divergence = r.first_divergence.as_ref().map(|d| d.index);
+                let mut message = report::generation(&ctx, &r);
+                let status = match r.verdict {
+                    Verdict::Pass => Status::Pass,
+                    Verdict::Ambiguous => Status::Ambiguous,
+                    Verdict::Fail => Status::Fail,
                 };
-                (r.verdict, (report::generation(&ctx, &r), summary))
+                let snap_dir = golden_path.parent().unwrap_or(&self.suite.goldens_dir).join("snapshots");
+                let snap_name = format!("{}__{}__{}__{}__L5", self.case.name, self.modality.name().replace('+', "_"), self.variant.ep, self.variant.dtype);
+                let committed = snapshot::path(&snap_dir, &snap_name).is_file();
+                let status = if status == Status::Fail || committed {
+                    let content = snapshot::render(self.name, &r, &golden, &token, &text);
+                    let l4 = paths.prefill.is_file().then(|| self.l4_note(&paths.prefill, &free.prefill_logits, &tol)).flatten();
+                    let description = format!("{}\n{}", self.name, l4.unwrap_or_default());
+                    match snapshot::assert(&snap_dir, &snap_name, &content, &description) {
+                        Ok(()) => {
+                            message = format!("{message}  accepted: the stream equals the reviewed snapshot {}\n", self.rel(&snapshot::path(&snap_dir, &snap_name)));
+                            Status::Accepted
+                        }
+                        Err(e) => {
+                            message = format!("{message}  {e}\n");
+                            Status::Fail
+                        }
+                    }
+                } else {
+                    status
+                };
+                Ok(Outcome { status, message, max_abs_diff: None, first_divergence })
             }
-        };
-        let (full, summary) = rendered;
-        Ok(match verdict {
-            Verdict::Fail => Outcome::Fail(full),
-            v => Outcome::Pass { verdict: v, summary: if v == Verdict::Ambiguous { full } else { summary } },
-        })
+        }
     }
 
-    /// A golden made from other inputs than the case's is stale: say so, instead of showing a confusing diff.
-    fn check_fresh(&self, golden_hash: Option<&str>, golden_ids: &[i64], ids: &[i64], hash: &str, golden_file: &str) -> Result<()> {
-        let stale = match golden_hash {
-            Some(h) => h != hash,
-            // mobius' goldens carry no hash: compare their input_ids instead.
-            None => !golden_ids.is_empty() && golden_ids != ids,
-        };
-        if stale {
-            return Err(Error::new(format!(
-                "golden is stale: {golden_file} was made from other inputs than {} now gives \
-                 (golden {}, case {hash}; {} prompt tokens now)\n  regenerate: {}",
-                self.case.file,
-                golden_hash.unwrap_or("without a hash"),
-                ids.len(),
-                self.regenerate()
-            )));
-        }
-        Ok(())
+    /// The L4 numbers of this stream's prefill, for the snapshot's description.
+    fn l4_note(&self, golden_path: &Path, logits: &[f32], tol: &Tolerance) -> Option<String> {
+        let golden = PrefillGolden::load(golden_path).ok()?;
+        let reference = golden.full_logits(golden_path).ok()?;
+        let r = verdict::judge_prefill(logits, &golden, reference.as_deref(), tol);
+        let c = r.comparison?;
+        Some(format!("L4 of this prefill: {} max |diff| {:.3e} at id {}, cosine {:.7}", r.verdict, c.max_abs, c.max_abs_at, c.cosine))
     }
 
     /// EOS ids: the case's `generation.eos_token_id`, else the package's genai_config.json, else none.

@@ -4,6 +4,7 @@
 //! venv from the pinned `xtask/reference/requirements.txt` and drives the scripts beside it. `cargo test` never
 //! needs it.
 
+mod ci;
 mod regen;
 mod venv;
 
@@ -22,6 +23,10 @@ Tasks:
       Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
       overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci.
 
+  ci --out DIR [--filter SUBSTR ...]
+      Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
+      Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
+
   venv
       Create or update the reference venv (target/reference-venv, or MOBIUS_REFERENCE_VENV) and print its path.
 
@@ -37,6 +42,7 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "fixtures" => regen::fixtures(rest),
         "regen-goldens" => regen::regen_goldens(rest),
+        "ci" => ci::ci(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),
         "help" | "--help" | "-h" => {
             print!("{HELP}");

@@ -1,0 +1,90 @@
+//! Reviewable snapshots of divergent L5 streams, with insta's conventions.
+//!
+//! When a stream diverges and fails, the readable story (both texts, a token table around the first divergence
+//! with the reference's margins) becomes an insta snapshot: locally a `.snap.new` for `cargo insta review`, under
+//! `CI` nothing is written. An accepted (committed) snapshot is the reviewed expectation for that one variant:
+//! the trial passes while the output equals it and fails with a diff when it changes.
+
+use std::fmt::Write;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+use crate::golden::GenerationGolden;
+use crate::verdict::{DivergenceKind, GenerationReport};
+
+/// `goldens/<task>/snapshots/<case>__<modality>__<ep>__<dtype>__L5.snap`.
+pub fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.snap"))
+}
+
+/// Only integers, decoded text and the golden's own margins: nothing a kernel change could nudge without changing
+/// the tokens too, so an accepted snapshot stays equal on every machine that produces the same stream.
+pub fn render(trial: &str, r: &GenerationReport, golden: &GenerationGolden, token: &dyn Fn(i64) -> String, text: &dyn Fn(&[i64]) -> String) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "trial: {trial}");
+    match &r.first_divergence {
+        None => {
+            let _ = writeln!(s, "stream: equal to the golden ({} tokens)", r.expected.len());
+        }
+        Some(d) => {
+            let kind = match d.kind {
+                DivergenceKind::NearTieFlip => "near-tie flip",
+                DivergenceKind::Real => "real divergence",
+                DivergenceKind::Unclassified => "unclassified",
+            };
+            let _ = writeln!(s, "first divergence: step {} ({kind})", d.index);
+        }
+    }
+    let _ = writeln!(s, "token match: {}/{}", r.matches, r.expected.len().max(r.got.len()));
+    let _ = writeln!(s, "golden text: {:?}", text(&r.expected));
+    let _ = writeln!(s, "onnx text:   {:?}", text(&r.got));
+    let _ = writeln!(s);
+    let _ = writeln!(s, "  step | golden                   | onnx                     | reference top1-top2");
+    let n = r.expected.len().max(r.got.len());
+    let (lo, hi) = match &r.first_divergence {
+        Some(d) => (d.index.saturating_sub(3), (d.index + 5).min(n)),
+        None => (0, n.min(8)),
+    };
+    for i in lo..hi {
+        let cell = |v: &[i64]| v.get(i).map_or_else(|| "-".to_string(), |&t| format!("{t} {:?}", token(t)));
+        let mark = if r.expected.get(i) != r.got.get(i) { '*' } else { ' ' };
+        let margin = golden.steps.get(i).and_then(|st| st.margin()).map_or_else(|| "n/a".into(), |m| format!("{m:.4}"));
+        let _ = writeln!(s, "{mark}{i:>5} | {:<24} | {:<24} | {margin}", cell(&r.expected), cell(&r.got));
+    }
+    if let Some(tf) = &r.teacher_forced {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "teacher-forced: {}/{} steps agree; near-tie flips at {:?}; real disagreements at {:?}",
+            tf.agree, tf.steps, tf.near_tie_disagreements, tf.real_disagreements
+        );
+    }
+    s
+}
+
+/// Compares `content` with the committed snapshot through insta. `Ok(())` when it matches; otherwise the message
+/// to show (insta has printed the diff, and written a `.snap.new` unless running under CI).
+pub fn assert(dir: &Path, name: &str, content: &str, description: &str) -> Result<(), String> {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(dir);
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.set_description(description);
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| settings.bind(|| insta::assert_snapshot!(name, content))));
+    match result {
+        Ok(()) => Ok(()),
+        Err(_) => {
+            let snap = path(dir, name);
+            let written = if std::env::var_os("CI").is_some() {
+                "nothing written (CI is set)".to_string()
+            } else {
+                format!("new output written to {}.new", snap.display())
+            };
+            Err(format!(
+                "snapshot {} does not match (or does not exist); {written}.\n  review: cargo insta review (accept to make this \
+                 divergence the reviewed expectation for this variant)",
+                snap.display()
+            ))
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! `cargo xtask ci --out DIR`: run every trial and write summary.md, summary.json and junit.xml for a CI system.
+//! The exit code follows the verdicts: non-zero when any trial fails.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::runtime::Device;
+use mobius_conformance::trial::{self, Outcome, Status, Suite};
+
+struct Row {
+    name: String,
+    outcome: Outcome,
+    seconds: f64,
+}
+
+pub fn ci(args: &[String]) -> Result<(), String> {
+    let mut out: Option<PathBuf> = None;
+    let mut filters = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" => out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
+            "--filter" => filters.push(it.next().ok_or("--filter needs a substring")?.clone()),
+            other => return Err(format!("ci: unknown option `{other}`")),
+        }
+    }
+    let out = out.ok_or("ci: --out DIR is required")?;
+    let device = Device::from_env().map_err(|e| e.to_string())?;
+    let suite = Suite::open(&workspace_root());
+    let plan: Vec<_> = suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
+    let rows: Mutex<Vec<Row>> = Mutex::new(Vec::with_capacity(plan.len()));
+    let next = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(spec) = plan.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let t0 = Instant::now();
+                    let outcome = trial::run(&suite, spec, device);
+                    let row = Row { name: spec.name.clone(), outcome, seconds: t0.elapsed().as_secs_f64() };
+                    println!("{:<10} {} ({:.2}s)", row.outcome.status.name(), row.name, row.seconds);
+                    rows.lock().unwrap().push(row);
+                }
+            });
+        }
+    });
+    let mut rows = rows.into_inner().unwrap();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    let wall = started.elapsed().as_secs_f64();
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let write = |name: &str, text: String| std::fs::write(out.join(name), text).map_err(|e| format!("{}: {e}", out.join(name).display()));
+    write("summary.md", markdown(&rows, wall, device))?;
+    write("summary.json", json(&rows, wall, device))?;
+    write("junit.xml", junit(&rows, wall))?;
+    let failed: Vec<&Row> = rows.iter().filter(|r| r.outcome.is_fail()).collect();
+    for r in &failed {
+        eprintln!("\n{}", r.outcome.message);
+    }
+    let count = |s: Status| rows.iter().filter(|r| r.outcome.status == s).count();
+    println!(
+        "\n{} trials in {wall:.1}s: {} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed; reports in {}",
+        rows.len(),
+        count(Status::Pass),
+        count(Status::Ambiguous),
+        count(Status::Accepted),
+        count(Status::ExpectedFailure),
+        count(Status::Skip),
+        failed.len(),
+        out.display()
+    );
+    if failed.is_empty() { Ok(()) } else { Err(format!("{} trial(s) failed", failed.len())) }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn markdown(rows: &[Row], wall: f64, device: Device) -> String {
+    let mut s = format!("# Conformance summary\n\n{} trials on {device} in {wall:.1}s\n\n", rows.len());
+    s.push_str("| trial | verdict | max abs diff | first divergence | time (s) | note |\n|---|---|---|---|---|---|\n");
+    for r in rows {
+        let o = &r.outcome;
+        let note = match o.status {
+            Status::Pass => String::new(),
+            _ => first_line(&o.message).replace('|', "\\|"),
+        };
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | {:.2} | {} |",
+            r.name,
+            o.status.name(),
+            o.max_abs_diff.map_or_else(|| "-".into(), |d| format!("{d:.2e}")),
+            o.first_divergence.map_or_else(|| "-".into(), |d| d.to_string()),
+            r.seconds,
+            note
+        );
+    }
+    s
+}
+
+fn json(rows: &[Row], wall: f64, device: Device) -> String {
+    let trials: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name,
+                "verdict": r.outcome.status.name(),
+                "max_abs_diff": r.outcome.max_abs_diff,
+                "first_divergence": r.outcome.first_divergence,
+                "seconds": r.seconds,
+                "message": r.outcome.message,
+            })
+        })
+        .collect();
+    let failed = rows.iter().filter(|r| r.outcome.is_fail()).count();
+    serde_json::to_string_pretty(&serde_json::json!({
+        "device": device.to_string(),
+        "wall_seconds": wall,
+        "total": rows.len(),
+        "failed": failed,
+        "trials": trials,
+    }))
+    .unwrap()
+        + "\n"
+}
+
+fn xml_escape(s: &str) -> String {
+    s.chars()
+        .filter(|&c| c == '\t' || c == '\n' || c == '\r' || c >= ' ')
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '"' => "&quot;".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+fn junit(rows: &[Row], wall: f64) -> String {
+    let failures = rows.iter().filter(|r| r.outcome.is_fail()).count();
+    let skipped = rows.iter().filter(|r| r.outcome.status == Status::Skip).count();
+    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(s, "<testsuites name=\"mobius-conformance\" tests=\"{}\" failures=\"{failures}\" time=\"{wall:.3}\">", rows.len());
+    let _ = writeln!(s, "  <testsuite name=\"conformance\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{wall:.3}\">", rows.len());
+    for r in rows {
+        let (class, name) = r.name.rsplit_once('/').unwrap_or(("", &r.name));
+        let _ = write!(s, "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", xml_escape(class), xml_escape(name), r.seconds);
+        let msg = xml_escape(&r.outcome.message);
+        match r.outcome.status {
+            Status::Fail => {
+                let _ = writeln!(s, ">\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>", xml_escape(first_line(&r.outcome.message)));
+            }
+            Status::Skip => {
+                let _ = writeln!(s, ">\n      <skipped message=\"{msg}\"/>\n    </testcase>");
+            }
+            Status::Pass => {
+                let _ = writeln!(s, "/>");
+            }
+            _ => {
+                let _ = writeln!(s, ">\n      <system-out>{msg}</system-out>\n    </testcase>");
+            }
+        }
+    }
+    s.push_str("  </testsuite>\n</testsuites>\n");
+    s
+}
