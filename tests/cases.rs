@@ -38,8 +38,7 @@ fn expands_the_matrix_with_templates_and_overrides() {
     assert_eq!(case.levels(), &[Level::L4, Level::L5]);
     assert_eq!(case.modalities(), vec![Modality::Text]);
     let v = case.variants(Path::new("/repo"));
-    let got: Vec<(Ep, Dtype, String)> =
-        v.iter().map(|v| (v.ep, v.dtype, v.package.as_ref().unwrap().to_string_lossy().into_owned())).collect();
+    let got: Vec<(Ep, Dtype, String)> = v.iter().map(|v| (v.ep, v.dtype, v.package.as_ref().unwrap().to_string())).collect();
     assert_eq!(
         got,
         vec![

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result, bail};
+use crate::hub::HubRef;
 use crate::tolerance::ToleranceOverride;
 
 /// What a case file holds, field for field.
@@ -277,13 +278,47 @@ impl<'de> Deserialize<'de> for Levels {
     }
 }
 
+/// Where a package or tokenizer lives: a path under the suite root, or a Hub reference resolved through the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    Local(PathBuf),
+    Hub(HubRef),
+}
+
+impl Location {
+    pub fn parse(root: &Path, s: &str) -> Result<Location> {
+        match HubRef::parse(s) {
+            Some(r) => r.map(Location::Hub),
+            None => Ok(Location::Local(root.join(s))),
+        }
+    }
+
+    /// The local directory (or file), resolving Hub references through the cache; `marker` is a file that must be
+    /// in a Hub subfolder for it to count as present.
+    pub fn resolve(&self, marker: &str) -> Result<PathBuf> {
+        match self {
+            Location::Local(p) => Ok(p.clone()),
+            Location::Hub(h) => h.resolve(marker),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Local(p) => write!(f, "{}", p.display()),
+            Location::Hub(h) => write!(f, "{h}"),
+        }
+    }
+}
+
 /// One package a case runs: a build flavour at a dtype.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
     pub ep: Ep,
     pub dtype: Dtype,
-    /// The package directory, resolved against the suite root; `None` when the case names none.
-    pub package: Option<PathBuf>,
+    /// The package; `None` when the case names none.
+    pub package: Option<Location>,
 }
 
 /// A parsed, validated case.
@@ -343,6 +378,17 @@ impl Case {
                 }
             }
         }
+        let mut paths: Vec<(&str, &String)> = Vec::new();
+        if let Some(m) = &s.matrix {
+            paths.extend(m.package.iter().map(|p| ("matrix.package", p)));
+            paths.extend(m.packages.values().map(|p| ("matrix.packages", p)));
+        }
+        paths.extend(s.tokenizer.iter().map(|p| ("tokenizer", p)));
+        for (field, p) in paths {
+            if let Some(Err(e)) = HubRef::parse(p) {
+                bail!("{file}: field `{field}`: {e}");
+            }
+        }
         if let Some(x) = &s.xfail
             && (x.levels.is_empty() || x.reason.trim().is_empty())
         {
@@ -386,7 +432,9 @@ impl Case {
                     .get(&key)
                     .cloned()
                     .or_else(|| m.package.as_ref().map(|t| t.replace("{ep}", ep.name()).replace("{dtype}", dtype.name())));
-                out.push(Variant { ep, dtype, package: path.map(|p| root.join(p)) });
+                // Paths were validated when the case was parsed.
+                let package = path.and_then(|p| Location::parse(root, &p).ok());
+                out.push(Variant { ep, dtype, package });
             }
         }
         out.sort_by_key(|v| (v.ep, v.dtype));
@@ -403,9 +451,9 @@ impl Case {
         self.spec.generation.max_new_tokens.unwrap_or(16)
     }
 
-    /// Directory of `tokenizer.json`: `tokenizer`, else `reference`, else none.
-    pub fn tokenizer_dir(&self, root: &Path) -> Option<PathBuf> {
-        self.spec.tokenizer.as_ref().or(self.spec.reference.as_ref()).map(|p| root.join(p))
+    /// Where `tokenizer.json` is: `tokenizer`, else `reference`, else none (then the package's own is used).
+    pub fn tokenizer_location(&self, root: &Path) -> Option<Location> {
+        self.spec.tokenizer.as_ref().or(self.spec.reference.as_ref()).and_then(|p| Location::parse(root, p).ok())
     }
 
     pub fn reference_dir(&self, root: &Path) -> Option<PathBuf> {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod generate;
 pub mod golden;
 pub mod hexfloat;
+pub mod hub;
 pub mod inputs;
 pub mod logits;
 pub mod package;

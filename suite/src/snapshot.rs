@@ -19,7 +19,13 @@ pub fn path(dir: &Path, name: &str) -> PathBuf {
 
 /// Only integers, decoded text and the golden's own margins: nothing a kernel change could nudge without changing
 /// the tokens too, so an accepted snapshot stays equal on every machine that produces the same stream.
-pub fn render(trial: &str, r: &GenerationReport, golden: &GenerationGolden, token: &dyn Fn(i64) -> String, text: &dyn Fn(&[i64]) -> String) -> String {
+pub fn render(
+    trial: &str,
+    r: &GenerationReport,
+    golden: &GenerationGolden,
+    token: &dyn Fn(i64) -> String,
+    text: &dyn Fn(&[i64]) -> String,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "trial: {trial}");
     match &r.first_divergence {

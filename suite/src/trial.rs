@@ -6,14 +6,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::case::{Case, Dtype, Ep, Level, Modality, Variant};
+use crate::case::{Case, Dtype, Ep, Level, Location, Modality, Variant};
 use crate::error::{Error, Result};
 use crate::generate;
 use crate::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
 use crate::inputs::Inputs;
 use crate::report;
-use crate::snapshot;
 use crate::runtime::{self, Device, Provider};
+use crate::snapshot;
 use crate::tokenizer::TextTokenizer;
 use crate::tolerance::{Policy, Tolerance};
 use crate::verdict::{self, Verdict};
@@ -193,7 +193,9 @@ pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, Str
         (Ep::Cpu, _) => Ok(Provider::Cpu),
         (Ep::Default, Device::Cpu) => Ok(Provider::Cpu),
         (Ep::Default | Ep::Cuda, Device::Cuda { id }) => Ok(Provider::Cuda { id }),
-        (Ep::Cuda, Device::Cpu) => Err("a `cuda` build needs the CUDA execution provider; run with MOBIUS_TEST_DEVICE=cuda on a GPU machine".into()),
+        (Ep::Cuda, Device::Cpu) => {
+            Err("a `cuda` build needs the CUDA execution provider; run with MOBIUS_TEST_DEVICE=cuda on a GPU machine".into())
+        }
     }
 }
 
@@ -235,7 +237,9 @@ impl Trial<'_> {
             return o;
         }
         match o.status {
-            Status::Fail => Outcome { status: Status::ExpectedFailure, message: format!("{}: XFAIL ({})\n{}", self.name, x.reason, o.message), ..o },
+            Status::Fail => {
+                Outcome { status: Status::ExpectedFailure, message: format!("{}: XFAIL ({})\n{}", self.name, x.reason, o.message), ..o }
+            }
             Status::Skip | Status::ExpectedFailure => o,
             _ => Outcome {
                 status: Status::Fail,
@@ -262,7 +266,10 @@ impl Trial<'_> {
             return Ok(Outcome::skip(format!("ci_skip_reason (CI is set): {r}")));
         }
         if self.modality != Modality::Text {
-            return Ok(Outcome::skip(format!("modality `{}` needs a multimodal package loader, which this suite does not have yet", self.modality)));
+            return Ok(Outcome::skip(format!(
+                "modality `{}` needs a multimodal package loader, which this suite does not have yet",
+                self.modality
+            )));
         }
         let provider = match provider_for(self.variant.ep, self.device) {
             Ok(p) => p,
@@ -273,12 +280,21 @@ impl Trial<'_> {
                 "bf16 has no CPU kernels in ONNX Runtime (MatMul, Mul, Add, Div, Sigmoid, Tanh); run it with MOBIUS_TEST_DEVICE=cuda",
             ));
         }
-        let Some(package) = &self.variant.package else {
+        let Some(location) = &self.variant.package else {
             return Ok(Outcome::skip(format!(
                 "{} names no package for {}/{}: add `matrix.package` (or `matrix.packages`) to run it",
                 self.case.file, self.variant.ep, self.variant.dtype
             )));
         };
+        let package = match location {
+            // A model that is not downloaded is absent, not broken: say what is missing and how to get it.
+            Location::Hub(_) => match location.resolve("genai_config.json") {
+                Ok(p) => p,
+                Err(e) => return Ok(Outcome::skip(format!("model absent: {e}"))),
+            },
+            Location::Local(p) => p.clone(),
+        };
+        let package = &package;
         let paths = self.suite.golden_paths(self.case);
         let golden_path = match self.level {
             Level::L4 => &paths.prefill,
@@ -300,14 +316,16 @@ impl Trial<'_> {
         let Some(prompt) = self.case.prompt() else {
             return Err(Error::new(format!("{}: field `inputs.prompts` is empty; a text case needs one prompt", self.case.file)));
         };
-        let Some(tok_dir) = self.case.tokenizer_dir(&self.suite.root) else {
-            return Err(Error::new(format!("{}: names no `tokenizer` (or `reference`) directory holding tokenizer.json", self.case.file)));
+        let tok_dir = match self.case.tokenizer_location(&self.suite.root) {
+            Some(l) => l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
+            None => package.clone(),
         };
-        let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?;
+        let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: tokenizer", self.case.file)))?;
         let inputs = Inputs::from_token_ids(&tokenizer.encode(prompt)?);
 
         // inputs -> runtime
-        let model = package_model(package).map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
+        let model = package_model(package)
+            .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
         let decoder = runtime::decoder(&model, provider)?;
         let golden_file = self.rel(golden_path);
         let token = |id: i64| tokenizer.token(id);
@@ -365,7 +383,13 @@ impl Trial<'_> {
                     Verdict::Fail => Status::Fail,
                 };
                 let snap_dir = golden_path.parent().unwrap_or(&self.suite.goldens_dir).join("snapshots");
-                let snap_name = format!("{}__{}__{}__{}__L5", self.case.name, self.modality.name().replace('+', "_"), self.variant.ep, self.variant.dtype);
+                let snap_name = format!(
+                    "{}__{}__{}__{}__L5",
+                    self.case.name,
+                    self.modality.name().replace('+', "_"),
+                    self.variant.ep,
+                    self.variant.dtype
+                );
                 let committed = snapshot::path(&snap_dir, &snap_name).is_file();
                 let status = if status == Status::Fail || committed {
                     let content = snapshot::render(self.name, &r, &golden, &token, &text);
@@ -373,7 +397,10 @@ impl Trial<'_> {
                     let description = format!("{}\n{}", self.name, l4.unwrap_or_default());
                     match snapshot::assert(&snap_dir, &snap_name, &content, &description) {
                         Ok(()) => {
-                            message = format!("{message}  accepted: the stream equals the reviewed snapshot {}\n", self.rel(&snapshot::path(&snap_dir, &snap_name)));
+                            message = format!(
+                                "{message}  accepted: the stream equals the reviewed snapshot {}\n",
+                                self.rel(&snapshot::path(&snap_dir, &snap_name))
+                            );
                             Status::Accepted
                         }
                         Err(e) => {

@@ -327,7 +327,13 @@ pub fn judge_generation(got: &[i64], golden: &GenerationGolden, forced_choices: 
 
 /// Why a golden no longer belongs to the case's inputs, if it does not: its input hash differs, or (for mobius'
 /// goldens, which carry no hash) its prompt or input ids differ. A stale golden is reported as such, never as a diff.
-pub fn staleness(golden_hash: Option<&str>, golden_prompt: Option<&str>, golden_ids: &[i64], prompt: &str, inputs: &Inputs) -> Option<String> {
+pub fn staleness(
+    golden_hash: Option<&str>,
+    golden_prompt: Option<&str>,
+    golden_ids: &[i64],
+    prompt: &str,
+    inputs: &Inputs,
+) -> Option<String> {
     if let Some(p) = golden_prompt
         && p != prompt
     {
@@ -336,10 +342,9 @@ pub fn staleness(golden_hash: Option<&str>, golden_prompt: Option<&str>, golden_
     let hash = inputs.hash();
     match golden_hash {
         Some(h) if h != hash => Some(format!("was made from other inputs (input_hash {h}; the case's inputs hash to {hash})")),
-        None if !golden_ids.is_empty() && golden_ids != inputs.input_ids() => Some(format!(
-            "was made from input ids {golden_ids:?}, but the case's prompt tokenizes to {:?}",
-            inputs.input_ids()
-        )),
+        None if !golden_ids.is_empty() && golden_ids != inputs.input_ids() => {
+            Some(format!("was made from input ids {golden_ids:?}, but the case's prompt tokenizes to {:?}", inputs.input_ids()))
+        }
         _ => None,
     }
 }

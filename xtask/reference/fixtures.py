@@ -69,16 +69,17 @@ MIN_MARGIN = 0.1
 GEN_TOKENS = 16
 
 
-def _qwen3():
-    return transformers.Qwen3Config(num_hidden_layers=2, tie_word_embeddings=False, **COMMON)
+def _qwen3(tie):
+    return transformers.Qwen3Config(num_hidden_layers=2, tie_word_embeddings=tie, **COMMON)
 
 
-def _llama():
-    return transformers.LlamaConfig(num_hidden_layers=2, tie_word_embeddings=False, **COMMON)
+def _llama(tie):
+    return transformers.LlamaConfig(num_hidden_layers=2, tie_word_embeddings=tie, **COMMON)
 
 
-def _gemma3():
+def _gemma3(tie):
     return transformers.Gemma3TextConfig(
+        tie_word_embeddings=tie,
         num_hidden_layers=2,
         sliding_window=8,
         layer_types=["sliding_attention", "full_attention"],
@@ -88,8 +89,9 @@ def _gemma3():
     )
 
 
-def _gemma4():
+def _gemma4(tie):
     return transformers.Gemma4TextConfig(
+        tie_word_embeddings=tie,
         num_hidden_layers=4,
         layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
         sliding_window=8,
@@ -104,7 +106,7 @@ def _gemma4():
 
 # embed_std: std of the input embedding (the tied LM head of the Gemmas) when it differs from
 # init_std; final_norm_scale: multiplies the final norm's effective scale (sets the logit scale).
-MODEL_DEFAULTS = dict(embed_std=None, final_norm_scale=1.0)
+MODEL_DEFAULTS = dict(tie=False, embed_std=None, final_norm_scale=1.0, head_perm=None)
 MODELS = {
     "qwen3-tiny": dict(config=_qwen3, seed=0, init_std=0.1),
     "llama-tiny": dict(config=_llama, seed=0, init_std=0.1),
@@ -114,10 +116,10 @@ MODELS = {
 
 # The prompt each model's goldens are designed for (margins checked against these).
 PROMPTS = {
-    "qwen3-tiny": "",
-    "llama-tiny": "",
-    "gemma3-tiny": "",
-    "gemma4-tiny": "",
+    'qwen3-tiny': 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return',
+    'llama-tiny': 'The quick brown fox jumps over the lazy dog. Meanwhile, the weather report for tomorrow says that',
+    'gemma3-tiny': 'import os\nimport sys\n\n\ndef main(argv):\n    path = os.path.join(os.getcwd(), argv[1])\n    with open(path, encoding="utf-8") as f:\n        for line in f:\n',
+    'gemma4-tiny': 'Question: What is the capital of France?\nAnswer: The capital of France is Paris, a city known for',
 }
 
 ONNX_FLAVOURS = {"default-f32": "default", "cpu-f32": "cpu"}
@@ -181,7 +183,7 @@ def make_model(name, **override):
     """The seeded random-weight model `name` (fp32, eval); `override` replaces MODELS[name] entries."""
     spec = {**MODEL_DEFAULTS, **MODELS[name], **override}
     seed, init_std = spec["seed"], spec["init_std"]
-    cfg = spec["config"]()
+    cfg = spec["config"](spec["tie"])
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
     g = torch.Generator().manual_seed(seed)
@@ -205,6 +207,14 @@ def make_model(name, **override):
         for _, m in model.named_modules():
             if isinstance(getattr(m, "layer_scalar", None), torch.Tensor):
                 m.layer_scalar.copy_(0.75 + 0.5 * torch.rand(m.layer_scalar.shape, generator=g))
+        if spec["head_perm"]:
+            # An untied LM head that leans on a fixed random permutation of the embedding rows:
+            # next-token logits get a clear winner (wide top1-top2 margins, even under a small
+            # logit softcap) without the tied-head habit of repeating the input token.
+            assert not spec["tie"]
+            a, rest = spec["head_perm"]
+            perm = torch.randperm(VOCAB, generator=g)
+            model.lm_head.weight.mul_(rest).add_(a * embed[perm])
     return model
 
 
@@ -306,7 +316,7 @@ def write_manifest(out_root):
         "packages": {p: md.version(p) for p in
                      ("torch", "transformers", "tokenizers", "mobius-onnx", "onnx", "safetensors")},
         "models": {n: {"seed": s["seed"], "init_std": s["init_std"], "norm_std": NORM_STD,
-                       "model_type": s["config"]().model_type, "prompt": PROMPTS[n]}
+                       "model_type": s["config"](s.get("tie", False)).model_type, "prompt": PROMPTS[n]}
                    for n, s in MODELS.items()},
         "broken": {"qwen3-tiny/broken/kv-swap-f32":
                    "qwen3-tiny with model.layers.0.self_attn.k_proj rows of KV head 0 and 1 swapped; --ep cpu"},

@@ -31,7 +31,8 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     let out = out.ok_or("ci: --out DIR is required")?;
     let device = Device::from_env().map_err(|e| e.to_string())?;
     let suite = Suite::open(&workspace_root());
-    let plan: Vec<_> = suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
+    let plan: Vec<_> =
+        suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
     let rows: Mutex<Vec<Row>> = Mutex::new(Vec::with_capacity(plan.len()));
     let next = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -147,14 +148,22 @@ fn junit(rows: &[Row], wall: f64) -> String {
     let skipped = rows.iter().filter(|r| r.outcome.status == Status::Skip).count();
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(s, "<testsuites name=\"mobius-conformance\" tests=\"{}\" failures=\"{failures}\" time=\"{wall:.3}\">", rows.len());
-    let _ = writeln!(s, "  <testsuite name=\"conformance\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{wall:.3}\">", rows.len());
+    let _ = writeln!(
+        s,
+        "  <testsuite name=\"conformance\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{wall:.3}\">",
+        rows.len()
+    );
     for r in rows {
         let (class, name) = r.name.rsplit_once('/').unwrap_or(("", &r.name));
         let _ = write!(s, "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", xml_escape(class), xml_escape(name), r.seconds);
         let msg = xml_escape(&r.outcome.message);
         match r.outcome.status {
             Status::Fail => {
-                let _ = writeln!(s, ">\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>", xml_escape(first_line(&r.outcome.message)));
+                let _ = writeln!(
+                    s,
+                    ">\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>",
+                    xml_escape(first_line(&r.outcome.message))
+                );
             }
             Status::Skip => {
                 let _ = writeln!(s, ">\n      <skipped message=\"{msg}\"/>\n    </testcase>");

@@ -120,7 +120,8 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
                 println!("SKIPPED    {} ({why})", relative(&root, p));
             }
         };
-        let (Some(reference), Some(prompt), Some(tok)) = (case.reference_dir(&root), case.prompt(), case.tokenizer_dir(&root)) else {
+        let tok = case.tokenizer_location(&root).map(|l| l.resolve("tokenizer.json"));
+        let (Some(reference), Some(prompt), Some(tok)) = (case.reference_dir(&root), case.prompt(), tok) else {
             skip("the case names no `reference` weights or no prompt: its goldens are not made here");
             continue;
         };
@@ -128,7 +129,8 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             skip(&format!("reference {} is not a directory", reference.display()));
             continue;
         }
-        let ids = TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?;
+        let tok = tok.map_err(|e| format!("{}: {e}", case.file))?;
+        let ids = TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| format!("{}: {e}", case.file))?;
         let raw = work.join(format!("{}.safetensors", case.name));
         jobs.push((
             serde_json::json!({

@@ -1,0 +1,74 @@
+//! Packages on the Hugging Face Hub: `hf://<org>/<repo>[@<revision>][/<subfolder>]`, resolved through the local
+//! hub cache (`HF_HOME`, else `~/.cache/huggingface/hub`), the same one Python's `huggingface_hub` fills.
+//!
+//! Resolution is offline: the suite reads what `huggingface-cli download` (or an earlier run) left in the cache and
+//! never fetches at test time, so a trial's inputs are exactly the bytes someone downloaded on purpose.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use hf_hub::{Cache, Repo, RepoType};
+
+use crate::error::{Error, Result, bail};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubRef {
+    pub repo: String,
+    pub revision: String,
+    pub subfolder: String,
+}
+
+impl fmt::Display for HubRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hf://{}@{}", self.repo, self.revision)?;
+        if !self.subfolder.is_empty() {
+            write!(f, "/{}", self.subfolder)?;
+        }
+        Ok(())
+    }
+}
+
+impl HubRef {
+    /// `None` when `s` is not an `hf://` reference; an error when it is one but malformed.
+    pub fn parse(s: &str) -> Option<Result<HubRef>> {
+        let rest = s.strip_prefix("hf://")?;
+        let mut parts = rest.splitn(3, '/');
+        let (Some(org), Some(repo_rev)) = (parts.next(), parts.next()) else {
+            return Some(Err(Error::new(format!("{s:?}: expected hf://<org>/<repo>[@<revision>][/<subfolder>]"))));
+        };
+        let subfolder = parts.next().unwrap_or("").trim_end_matches('/').to_string();
+        let (repo, revision) = repo_rev.split_once('@').unwrap_or((repo_rev, "main"));
+        if org.is_empty() || repo.is_empty() || revision.is_empty() || subfolder.split('/').any(|p| p == "..") {
+            return Some(Err(Error::new(format!("{s:?}: expected hf://<org>/<repo>[@<revision>][/<subfolder>]"))));
+        }
+        Some(Ok(HubRef { repo: format!("{org}/{repo}"), revision: revision.to_string(), subfolder }))
+    }
+
+    /// The local directory of the subfolder, if the cache holds `marker` in it (e.g. `genai_config.json`).
+    pub fn resolve_in(&self, cache: &Cache, marker: &str) -> Result<PathBuf> {
+        let file = if self.subfolder.is_empty() { marker.to_string() } else { format!("{}/{marker}", self.subfolder) };
+        let repo = cache.repo(Repo::with_revision(self.repo.clone(), RepoType::Model, self.revision.clone()));
+        // A branch or tag resolves through refs/<revision>; a full commit id names its snapshot folder directly.
+        let found = repo.get(&file).or_else(|| {
+            let is_commit = self.revision.len() == 40 && self.revision.bytes().all(|b| b.is_ascii_hexdigit());
+            let p = repo.pointer_path(&self.revision).join(&file);
+            (is_commit && p.exists()).then_some(p)
+        });
+        match found {
+            Some(p) => Ok(p.parent().map(Path::to_path_buf).unwrap_or(p)),
+            None => bail!(
+                "{self} is not in the Hugging Face cache at {} (looked for {file}); fetch it with \
+                 `huggingface-cli download {} --revision {}{}`, or set HF_HOME to the cache that has it",
+                cache.path().display(),
+                self.repo,
+                self.revision,
+                if self.subfolder.is_empty() { String::new() } else { format!(" --include '{}/*'", self.subfolder) }
+            ),
+        }
+    }
+
+    /// Resolves against the environment's cache (`HF_HOME`).
+    pub fn resolve(&self, marker: &str) -> Result<PathBuf> {
+        self.resolve_in(&Cache::from_env(), marker)
+    }
+}
