@@ -3,8 +3,10 @@
 use std::path::Path;
 
 use mobius_conformance::case::{Case, Dtype, Ep, Level, Modality};
+use mobius_conformance::golden::{GenerationGolden, PrefillGolden};
+use mobius_conformance::runtime::Device;
 use mobius_conformance::tolerance::Policy;
-use mobius_conformance::trial::{Suite, TrialKind};
+use mobius_conformance::trial::{self, Status, Suite, TrialKind};
 
 const CASE: &str = r#"
 model_id: "mobius-conformance/qwen3-tiny"
@@ -130,6 +132,23 @@ fn mobius_cases_and_tolerances_load_unchanged() {
     assert_eq!(t.near_tie_margin, 0.1);
     let vl = cases.iter().flatten().find(|c| c.name == "gemma-4-e2b-it").unwrap();
     assert_eq!(vl.modalities(), vec![Modality::Image]);
+    // Their goldens load too, and every trial skips, naming what is missing (they name no ONNX package).
+    let plan = suite.plan();
+    assert!(plan.len() >= 18, "{} trials", plan.len());
+    for spec in &plan {
+        let TrialKind::Conformance { case, level, .. } = &spec.kind else { panic!("{} did not load", spec.name) };
+        let paths = suite.golden_paths(case);
+        let golden = if *level == Level::L4 { &paths.prefill } else { &paths.generation };
+        if golden.is_file() {
+            match level {
+                Level::L4 => drop(PrefillGolden::load(golden).unwrap_or_else(|e| panic!("{e}"))),
+                Level::L5 => drop(GenerationGolden::load(golden).unwrap_or_else(|e| panic!("{e}"))),
+            }
+        }
+        let o = trial::run(&suite, spec, Device::Cpu);
+        assert_eq!(o.status, Status::Skip, "{}: {}", spec.name, o.message);
+        assert!(o.message.contains("names no package") || o.message.contains("modality"), "{}: {}", spec.name, o.message);
+    }
 }
 
 #[test]

@@ -207,3 +207,18 @@ fn l5_golden_without_steps_is_unclassified() {
     assert_eq!(rep.first_divergence.unwrap().kind, DivergenceKind::Unclassified);
     assert_eq!(rep.verdict, Verdict::Fail);
 }
+
+#[test]
+fn staleness_by_hash_prompt_or_ids() {
+    use mobius_conformance::inputs::Inputs;
+    use mobius_conformance::verdict::staleness;
+    let inputs = Inputs::from_token_ids(&[2, 10, 11]);
+    let hash = inputs.hash();
+    assert_eq!(staleness(Some(&hash), Some("p"), &[], "p", &inputs), None);
+    let other = Inputs::from_token_ids(&[2, 10, 12]).hash();
+    assert!(staleness(Some(&other), None, &[], "p", &inputs).unwrap().contains("other inputs"));
+    // mobius' goldens: no hash; their prompt or input ids give them away.
+    assert!(staleness(None, Some("Describe this image."), &[], "Describe this image in detail.", &inputs).unwrap().contains("prompt"));
+    assert!(staleness(None, None, &[2, 10], "p", &inputs).unwrap().contains("input ids"));
+    assert_eq!(staleness(None, None, &[2, 10, 11], "p", &inputs), None);
+}

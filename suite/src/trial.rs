@@ -167,11 +167,13 @@ pub struct Outcome {
     pub message: String,
     pub max_abs_diff: Option<f64>,
     pub first_divergence: Option<usize>,
+    /// The rendered L5 snapshot, when the trial compared one.
+    pub snapshot: Option<String>,
 }
 
 impl Outcome {
     fn new(status: Status, message: impl Into<String>) -> Outcome {
-        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None }
+        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None, snapshot: None }
     }
 
     pub fn skip(reason: impl Into<String>) -> Outcome {
@@ -358,7 +360,7 @@ impl Trial<'_> {
                     Verdict::Ambiguous => Status::Ambiguous,
                     Verdict::Fail => Status::Fail,
                 };
-                Ok(Outcome { status, message: report::prefill(&ctx, &r), max_abs_diff, first_divergence: None })
+                Ok(Outcome { status, message: report::prefill(&ctx, &r), max_abs_diff, first_divergence: None, snapshot: None })
             }
             Level::L5 => {
                 let golden = GenerationGolden::load(golden_path)?;
@@ -391,27 +393,29 @@ impl Trial<'_> {
                     self.variant.dtype
                 );
                 let committed = snapshot::path(&snap_dir, &snap_name).is_file();
+                let mut rendered = None;
                 let status = if status == Status::Fail || committed {
                     let content = snapshot::render(self.name, &r, &golden, &token, &text);
                     let l4 = paths.prefill.is_file().then(|| self.l4_note(&paths.prefill, &free.prefill_logits, &tol)).flatten();
                     let description = format!("{}\n{}", self.name, l4.unwrap_or_default());
-                    match snapshot::assert(&snap_dir, &snap_name, &content, &description) {
+                    let verdict = snapshot::assert(&snap_dir, &snap_name, &content, &description);
+                    let status = match verdict {
                         Ok(()) => {
-                            message = format!(
-                                "{message}  accepted: the stream equals the reviewed snapshot {}\n",
-                                self.rel(&snapshot::path(&snap_dir, &snap_name))
-                            );
+                            let shown = self.rel(&snapshot::path(&snap_dir, &snap_name));
+                            message = format!("{message}  accepted: the stream equals the reviewed snapshot {shown}\n");
                             Status::Accepted
                         }
                         Err(e) => {
-                            message = format!("{message}  {e}\n");
+                            message = format!("{message}  {e}\n  snapshot:\n{}", indent(&content, "    "));
                             Status::Fail
                         }
-                    }
+                    };
+                    rendered = Some(content);
+                    status
                 } else {
                     status
                 };
-                Ok(Outcome { status, message, max_abs_diff: None, first_divergence })
+                Ok(Outcome { status, message, max_abs_diff: None, first_divergence, snapshot: rendered })
             }
         }
     }
@@ -432,6 +436,10 @@ impl Trial<'_> {
         }
         crate::package::GenaiConfig::load(package).map(|c| c.eos_token_ids).unwrap_or_default()
     }
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
 }
 
 /// The decoder model file of a package directory (via genai_config.json), or the file itself.
