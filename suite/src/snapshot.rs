@@ -70,7 +70,7 @@ pub fn render(
 
 /// Compares `content` with the committed snapshot through insta. `Ok(())` when it matches; otherwise the message
 /// to show (insta has printed the diff, and written a `.snap.new` unless running under CI).
-pub fn assert(dir: &Path, name: &str, content: &str, description: &str) -> Result<(), String> {
+pub fn assert(dir: &Path, name: &str, content: &str, description: &str, root: &Path) -> Result<(), String> {
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(dir);
     settings.set_prepend_module_to_snapshot(false);
@@ -80,16 +80,15 @@ pub fn assert(dir: &Path, name: &str, content: &str, description: &str) -> Resul
     match result {
         Ok(()) => Ok(()),
         Err(_) => {
-            let snap = path(dir, name);
+            let snap = crate::trial::relative(root, &path(dir, name));
             let written = if std::env::var_os("CI").is_some() {
                 "nothing written (CI is set)".to_string()
             } else {
-                format!("new output written to {}.new", snap.display())
+                format!("new output written to {snap}.new")
             };
             Err(format!(
-                "snapshot {} does not match (or does not exist); {written}.\n  review: cargo insta review (accept to make this \
-                 divergence the reviewed expectation for this variant)",
-                snap.display()
+                "snapshot {snap} does not match (or does not exist); {written}.\n  review: cargo insta review (accept to make this \
+                 divergence the reviewed expectation for this variant)"
             ))
         }
     }

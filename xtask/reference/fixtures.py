@@ -35,6 +35,7 @@ import tempfile
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -60,10 +61,20 @@ COMMON = dict(
     pad_token_id=PAD_ID,
 )
 
-# Per model: config factory, weight seed and scale. Every >=2-d parameter is replaced by
-# randn * init_std, every 1-d parameter (norm weights) gets randn * NORM_STD added to its default,
-# so that norm weights are not all-ones (a dropped norm weight must be visible). Seeds, init_std and
-# the prompts in PROMPTS were chosen so that every golden's top1-top2 logit margin is >= MIN_MARGIN.
+# How the weights are made (make_model): every >=2-d parameter is randn * init_std (embed_std for the
+# input embedding when set), every 1-d parameter (norm weights) gets randn * NORM_STD added to its
+# default so that no norm weight is inert, and Gemma-4's per-layer output scalars get values in
+# [0.75, 1.25). The rest of the recipe exists for the goldens: seeds, scales and prompts were searched
+# so that the top1-top2 logit margin of the prefill and of all 16 greedy steps is >= MIN_MARGIN
+# (far from f16 noise), no EOS is generated, and tokens do not collapse into one repeated id.
+#  - final_norm_scale multiplies the final norm's effective scale, i.e. all logits (argmax unchanged).
+#  - tie: the Qwen3 and Gemma-3 fixtures tie the LM head to the embedding (as their small real models
+#    do). A tied random Gemma mostly predicts its input token again (embedding x sqrt(hidden) in the
+#    residual); a small embed_std keeps that to short runs.
+#  - head_perm=(a, rest): Gemma-4 is untied, its LM head is rest * randn + a * (the embedding rows in a
+#    seeded random order). With the logit softcap of 3 a plain random head only gives near-ties (the
+#    cap squeezes the top logits together); this gives every step a clear winner, no repetition, and
+#    raw top logits of ~2.7 that the cap still bends by ~0.5.
 NORM_STD = 0.1
 MIN_MARGIN = 0.1
 GEN_TOKENS = 16
@@ -83,7 +94,9 @@ def _gemma3(tie):
         num_hidden_layers=2,
         sliding_window=8,
         layer_types=["sliding_attention", "full_attention"],
-        query_pre_attn_scalar=64,  # != head_dim, so a wrong attention scale is visible
+        # == head_dim (as in Gemma-3 1B..12B): mobius-onnx 0.1.0 ignores query_pre_attn_scalar and
+        # always scales by head_dim**-0.5, so any other value makes every gemma3 package wrong.
+        query_pre_attn_scalar=16,
         final_logit_softcapping=None,
         **COMMON,
     )
@@ -104,25 +117,33 @@ def _gemma4(tie):
     )
 
 
-# embed_std: std of the input embedding (the tied LM head of the Gemmas) when it differs from
-# init_std; final_norm_scale: multiplies the final norm's effective scale (sets the logit scale).
 MODEL_DEFAULTS = dict(tie=False, embed_std=None, final_norm_scale=1.0, head_perm=None)
 MODELS = {
-    "qwen3-tiny": dict(config=_qwen3, seed=0, init_std=0.1),
-    "llama-tiny": dict(config=_llama, seed=0, init_std=0.1),
-    "gemma3-tiny": dict(config=_gemma3, seed=0, init_std=0.1),
-    "gemma4-tiny": dict(config=_gemma4, seed=0, init_std=0.1),
+    "qwen3-tiny": dict(config=_qwen3, tie=True, seed=36, init_std=0.2),
+    "llama-tiny": dict(config=_llama, seed=33, init_std=0.2),
+    "gemma3-tiny": dict(config=_gemma3, tie=True, seed=66, init_std=0.1, embed_std=0.03, final_norm_scale=7.0),
+    "gemma4-tiny": dict(config=_gemma4, seed=24, init_std=0.1, embed_std=0.3, final_norm_scale=0.35,
+                        head_perm=(0.5, 0.5)),
 }
 
 # The prompt each model's goldens are designed for (margins checked against these).
 PROMPTS = {
-    'qwen3-tiny': 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return',
-    'llama-tiny': 'The quick brown fox jumps over the lazy dog. Meanwhile, the weather report for tomorrow says that',
-    'gemma3-tiny': 'import os\nimport sys\n\n\ndef main(argv):\n    path = os.path.join(os.getcwd(), argv[1])\n    with open(path, encoding="utf-8") as f:\n        for line in f:\n',
-    'gemma4-tiny': 'Question: What is the capital of France?\nAnswer: The capital of France is Paris, a city known for',
+    'qwen3-tiny': 'Question: What is the capital of France?\nAnswer: The capital of France is Paris, a city known for',
+    'llama-tiny': 'class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self.items.append(item)\n\n    def pop(self):\n',
+    'gemma3-tiny': 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return',
+    'gemma4-tiny': 'import os\nimport sys\n\n\ndef main(argv):\n    path = os.path.join(os.getcwd(), argv[1])\n    with open(path, encoding="utf-8") as f:\n        for line in f:\n',
 }
 
 ONNX_FLAVOURS = {"default-f32": "default", "cpu-f32": "cpu"}
+
+# Packages that mobius-onnx 0.1.0 builds wrongly (found with parity.py; kept as built: they are real
+# exporter bugs that the suite should report, not hide).
+KNOWN_ISSUES = {
+    "gemma3-tiny/onnx/cpu-f32": (
+        "mobius-onnx 0.1.0 --ep cpu (GroupQueryAttention) for gemma3_text: the full-attention layer "
+        "rotates with the sliding layers' RoPE table (theta 1e4 instead of 1e6) and the sliding layer "
+        "gets no local_window_size; logits differ from HF by ~9 from the first prompt positions on"),
+}
 BROKEN = "qwen3-tiny/broken"
 
 
@@ -170,6 +191,7 @@ def build_tokenizer(out_dir):
     )
     os.makedirs(out_dir, exist_ok=True)
     fast.save_pretrained(out_dir)
+    normalize_modes(out_dir)
     ids = fast("def f(x):\n    return x").input_ids
     assert ids[0] == BOS_ID, ids
     log(f"tokenizer: vocab {tok.get_vocab_size()}, sample ids {ids}")
@@ -227,16 +249,49 @@ def save_hf(model, name, hf_dir, tokenizer_dir):
     extra = sorted(set(os.listdir(hf_dir)) - keep)
     if extra:
         raise SystemExit(f"{name}: unexpected files from save_pretrained: {extra}")
+    normalize_modes(hf_dir)
 
 
-def mobius_build(hf_dir, out_dir, ep):
-    cmd = [sys.executable, "-m", "mobius", "build", "--config", hf_dir, out_dir,
+def normalize_modes(root):
+    for dirpath, _, filenames in os.walk(root):
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+
+
+def check_design(name, model, tok_dir):
+    """Greedy HF run on PROMPTS[name]: the goldens must be far from ties and not stop at EOS."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    ids = tok(PROMPTS[name], return_tensors="pt").input_ids
+    with torch.inference_mode():
+        out = model.generate(ids, do_sample=False, num_beams=1, max_new_tokens=GEN_TOKENS,
+                             output_logits=True, return_dict_in_generate=True,
+                             eos_token_id=EOS_ID, pad_token_id=PAD_ID)
+    logits = torch.stack([lg[0] for lg in out.logits])  # step 0 = prefill's last position
+    top2 = logits.topk(2, dim=-1).values
+    margins = top2[:, 0] - top2[:, 1]
+    tokens = out.sequences[0, ids.shape[1]:].tolist()
+    log(f"  design check: prompt {ids.shape[1]} tokens, min top1-top2 margin {float(margins.min()):.4f} "
+        f"(step {int(margins.argmin())}), |logit| <= {float(logits.abs().max()):.2f}, "
+        f"{len(set(tokens))} distinct of {len(tokens)} tokens {tokens}")
+    if len(tokens) < GEN_TOKENS or EOS_ID in tokens:
+        raise SystemExit(f"{name}: generation hit EOS: {tokens}")
+    if float(margins.min()) < MIN_MARGIN:
+        raise SystemExit(f"{name}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
+
+
+def mobius_build(root, hf_rel, out_rel, ep):
+    """mobius build of root/hf_rel into root/out_rel. Runs inside `root` with relative paths: mobius
+    names the ONNX graph after the --config path, so absolute paths would leak into model.onnx."""
+    cmd = [sys.executable, "-m", "mobius", "build", "--config", hf_rel, out_rel,
            "--runtime", "ort-genai", "--ep", ep]
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
-        raise SystemExit(f"mobius build failed ({r.returncode}): {' '.join(cmd)}")
+        raise SystemExit(f"mobius build failed ({r.returncode}) in {root}: {' '.join(cmd)}")
+    out_dir = os.path.join(root, out_rel)
     # Keep what a runtime needs: the graph, its external data, genai_config and tokenizer files.
     keep_prefix = ("model.onnx", "genai_config.json", *TOKENIZER_FILES)
     for f in sorted(os.listdir(out_dir)):
@@ -244,7 +299,8 @@ def mobius_build(hf_dir, out_dir, ep):
             p = os.path.join(out_dir, f)
             log(f"  dropping {p}")
             shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
-    log(f"  built {out_dir} (--ep {ep}) in {time.time() - t0:.1f}s")
+    normalize_modes(out_dir)
+    log(f"  built {out_rel} (--ep {ep}) in {time.time() - t0:.1f}s")
 
 
 def build_model(name, out_root):
@@ -257,9 +313,10 @@ def build_model(name, out_root):
     save_hf(model, name, hf_dir, tok_dir)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{name}: {model.config.model_type}, {n_params} params")
+    check_design(name, model, tok_dir)
     for flavour, ep in ONNX_FLAVOURS.items():
-        mobius_build(hf_dir, os.path.join(stage, "onnx", flavour), ep)
-    # Keep an existing broken/ subtree unless it is rebuilt too.
+        mobius_build(stage, "hf", f"onnx/{flavour}", ep)
+    # Keep an existing broken/ subtree (build_broken replaces it when it is rebuilt).
     old_broken = os.path.join(final, "broken")
     if os.path.isdir(old_broken):
         shutil.move(old_broken, os.path.join(stage, "broken"))
@@ -287,7 +344,7 @@ def build_broken(out_root):
         sd[key] = torch.cat([w[hd:], w[:hd]], dim=0).contiguous()
         save_file(sd, path, metadata={"format": "pt"})
         stage = os.path.join(tmp, "onnx")
-        mobius_build(hf, stage, "cpu")
+        mobius_build(tmp, "hf", "onnx", "cpu")
         shutil.rmtree(final, ignore_errors=True)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         shutil.copytree(stage, final)
@@ -315,9 +372,12 @@ def write_manifest(out_root):
         "python": platform.python_version(),
         "packages": {p: md.version(p) for p in
                      ("torch", "transformers", "tokenizers", "mobius-onnx", "onnx", "safetensors")},
-        "models": {n: {"seed": s["seed"], "init_std": s["init_std"], "norm_std": NORM_STD,
-                       "model_type": s["config"](s.get("tie", False)).model_type, "prompt": PROMPTS[n]}
+        "models": {n: {**{k: v for k, v in {**MODEL_DEFAULTS, **s}.items() if k != "config"},
+                       "norm_std": NORM_STD, "model_type": s["config"](s.get("tie", False)).model_type,
+                       "design_prompt": PROMPTS[n]}
                    for n, s in MODELS.items()},
+        "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",
+        "known_issues": KNOWN_ISSUES,
         "broken": {"qwen3-tiny/broken/kv-swap-f32":
                    "qwen3-tiny with model.layers.0.self_attn.k_proj rows of KV head 0 and 1 swapped; --ep cpu"},
         "sha256": files,
@@ -338,7 +398,9 @@ def main(argv=None):
     torch.use_deterministic_algorithms(True)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    sel = args.only or names
+    sel = set(args.only or names)
+    if "qwen3-tiny" in sel:
+        sel.add(BROKEN)  # derived from qwen3-tiny's weights
     t0 = time.time()
     tok_dir = os.path.join(out, "tokenizer")
     if "tokenizer" in sel or not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):

@@ -14,7 +14,7 @@ JOBS.json:
 
 Per job: fp32 on CPU, one thread, deterministic. The prompt is tokenized with the default special
 tokens (BOS prepended), the model runs one prefill forward and a greedy `generate` that stops at EOS
-like HF does. Written with safetensors.numpy.save_file to `out` (parent dirs created):
+like HF does. Written as safetensors (safetensors.numpy) to `out` (parent dirs created):
 
     input_ids         int64   [S]
     prefill_logits    float32 [V]     last prompt position of a plain forward pass
@@ -32,6 +32,7 @@ import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -40,7 +41,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from safetensors.numpy import save_file  # noqa: E402
+from safetensors.numpy import save as st_save  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 REQUIRED = ("case", "reference", "tokenizer", "prompt", "max_new_tokens", "out")
@@ -73,6 +74,19 @@ NEUTRAL = dict(
 
 class JobError(Exception):
     pass
+
+
+def save_safetensors(tensors, metadata, path):
+    """safetensors.numpy.save, with the JSON header re-serialised with sorted keys: safetensors keeps
+    __metadata__ in a hash map, so its key order (and the file bytes) would change run to run."""
+    raw = st_save(tensors, metadata=metadata)
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    h = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as fh:
+        fh.write(len(h).to_bytes(8, "little") + h + data)
 
 
 def local_dir(job, key):
@@ -176,7 +190,7 @@ def run_job(job):
     }
     out_path = job["out"]
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    save_file(tensors, out_path, metadata=metadata)
+    save_safetensors(tensors, metadata, out_path)
 
     top2 = torch.topk(torch.cat([prefill[None], step_logits]), 2, dim=-1).values
     min_margin = float((top2[:, 0] - top2[:, 1]).min())

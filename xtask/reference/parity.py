@@ -18,6 +18,7 @@ import os
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -105,7 +106,8 @@ def margins(steps):
 
 
 def moved(model, ids, tokens, mutate):
-    """max |logit change| over prefill-last + teacher-forced decode positions when `mutate` is applied."""
+    """(max |logit change|, #argmax changes) over prefill-last + teacher-forced decode positions
+    when `mutate` is applied."""
     full = torch.tensor([ids[0].tolist() + tokens[:-1]])
     S = ids.shape[1]
     with torch.inference_mode():
@@ -140,6 +142,14 @@ def layer_scalars_to_one(model):
     return lambda: [m.layer_scalar.copy_(v) for m, v in saved]
 
 
+def per_layer_inputs_to_zero(model):
+    mods = [model.model.embed_tokens_per_layer, model.model.per_layer_model_projection]
+    saved = [(m.weight, m.weight.clone()) for m in mods]
+    for w, _ in saved:
+        w.zero_()
+    return lambda: [w.copy_(v) for w, v in saved]
+
+
 def bites(name, model, ids, tokens):
     out = {}
     cfg = model.config
@@ -149,6 +159,8 @@ def bites(name, model, ids, tokens):
         out["no_sliding_window"] = moved(model, ids, tokens, set_cfg("sliding_window", 4096))
     if any(hasattr(m, "layer_scalar") for m in model.modules()):
         out["layer_scalar=1"] = moved(model, ids, tokens, layer_scalars_to_one)
+    if getattr(cfg, "hidden_size_per_layer_input", None):
+        out["per_layer_inputs=0"] = moved(model, ids, tokens, per_layer_inputs_to_zero)
     return out
 
 
