@@ -1,8 +1,9 @@
 //! Packages on the Hugging Face Hub: `hf://<org>/<repo>[@<revision>][/<subfolder>]`, resolved through the local
 //! hub cache (`HF_HOME`, else `~/.cache/huggingface/hub`), the same one Python's `huggingface_hub` fills.
 //!
-//! Resolution is offline: the suite reads what `huggingface-cli download` (or an earlier run) left in the cache and
-//! never fetches at test time, so a trial's inputs are exactly the bytes someone downloaded on purpose.
+//! Resolution is offline by default: the suite reads what `huggingface-cli download` (or an earlier run) left in the
+//! cache. Downloading is allowed only when the suite is built with the `hub-download` feature, `MOBIUS_HF_DOWNLOAD=1`
+//! is set and `HF_HUB_OFFLINE` is not `1`; then the subfolder's files are fetched into the same cache.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -67,8 +68,39 @@ impl HubRef {
         }
     }
 
-    /// Resolves against the environment's cache (`HF_HOME`).
+    /// Resolves against the environment's cache (`HF_HOME`), downloading first when that is allowed.
     pub fn resolve(&self, marker: &str) -> Result<PathBuf> {
-        self.resolve_in(&Cache::from_env(), marker)
+        let cache = Cache::from_env();
+        match self.resolve_in(&cache, marker) {
+            Err(e) if download_allowed() => {
+                self.download().map_err(|d| Error::new(format!("{e}\n  downloading it failed: {d}")))?;
+                self.resolve_in(&cache, marker)
+            }
+            other => other,
+        }
     }
+
+    #[cfg(feature = "hub-download")]
+    fn download(&self) -> Result<()> {
+        use hf_hub::api::sync::ApiBuilder;
+        let err = |e: hf_hub::api::sync::ApiError| Error::new(format!("{self}: {e}"));
+        let api = ApiBuilder::from_env().build().map_err(err)?;
+        let repo = api.repo(Repo::with_revision(self.repo.clone(), RepoType::Model, self.revision.clone()));
+        let prefix = if self.subfolder.is_empty() { String::new() } else { format!("{}/", self.subfolder) };
+        for file in repo.info().map_err(err)?.siblings.iter().filter(|s| s.rfilename.starts_with(&prefix)) {
+            repo.get(&file.rfilename).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "hub-download"))]
+    fn download(&self) -> Result<()> {
+        bail!("this build has no downloader: rebuild with `--features mobius-conformance/hub-download`")
+    }
+}
+
+/// `MOBIUS_HF_DOWNLOAD=1` and not `HF_HUB_OFFLINE=1`.
+pub fn download_allowed() -> bool {
+    let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    on("MOBIUS_HF_DOWNLOAD") && !on("HF_HUB_OFFLINE")
 }

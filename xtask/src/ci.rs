@@ -19,18 +19,20 @@ struct Row {
 
 pub fn ci(args: &[String]) -> Result<(), String> {
     let mut out: Option<PathBuf> = None;
+    let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, PathBuf::from);
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
             "--filter" => filters.push(it.next().ok_or("--filter needs a substring")?.clone()),
+            "--root" => root = PathBuf::from(it.next().ok_or("--root needs a directory")?),
             other => return Err(format!("ci: unknown option `{other}`")),
         }
     }
     let out = out.ok_or("ci: --out DIR is required")?;
     let device = Device::from_env().map_err(|e| e.to_string())?;
-    let suite = Suite::open(&workspace_root());
+    let suite = Suite::open(&root);
     let plan: Vec<_> =
         suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
     let rows: Mutex<Vec<Row>> = Mutex::new(Vec::with_capacity(plan.len()));
@@ -178,4 +180,51 @@ fn junit(rows: &[Row], wall: f64) -> String {
     }
     s.push_str("  </testsuite>\n</testsuites>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suite(tag: &str, cases: &[(&str, &str)]) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("mobius-xtask-ci-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for (name, text) in cases {
+            let p = root.join("cases/t").join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        root
+    }
+
+    const SKIPPED: &str =
+        "model_id: m\nmodel_type: q\nrevision: r\ntask_type: text-generation\ndtype: float32\nlevel: L4+L5\nskip_reason: not today\n";
+
+    fn run(root: &std::path::Path) -> (Result<(), String>, String, serde_json::Value, String) {
+        let out = root.join("report");
+        let r = ci(&["--out".into(), out.to_string_lossy().into_owned(), "--root".into(), root.to_string_lossy().into_owned()]);
+        let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        let json = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+        (r, md, json, junit)
+    }
+
+    #[test]
+    fn writes_three_reports_and_exit_follows_verdicts() {
+        let root = suite("ok", &[("a.yaml", SKIPPED)]);
+        let (r, md, json, junit) = run(&root);
+        assert!(r.is_ok(), "{r:?}");
+        assert!(md.contains("| `a/text/default/f32/L4` | SKIP |"), "{md}");
+        assert_eq!((json["total"].as_u64(), json["failed"].as_u64()), (Some(2), Some(0)));
+        assert!(junit.contains("tests=\"2\" failures=\"0\""), "{junit}");
+
+        let root_bad = suite("bad", &[("a.yaml", SKIPPED), ("b.yaml", "model_id: m\nbogus: <&>\n")]);
+        let (r, md, json, junit) = run(&root_bad);
+        assert!(r.is_err());
+        assert!(md.contains("| `b/case` | FAIL |"), "{md}");
+        assert_eq!(json["failed"].as_u64(), Some(1));
+        assert!(junit.contains("<failure message=") && junit.contains("&lt;&amp;&gt;"), "{junit}");
+        let _ = std::fs::remove_dir_all(root);
+        let _ = std::fs::remove_dir_all(root_bad);
+    }
 }

@@ -23,7 +23,7 @@ Tasks:
       Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
       overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci.
 
-  ci --out DIR [--filter SUBSTR ...]
+  ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
       Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
       Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
 
