@@ -5,12 +5,32 @@
 //! `CI` nothing is written. An accepted (committed) snapshot is the reviewed expectation for that one variant:
 //! the trial passes while the output equals it and fails with a diff when it changes.
 
+use std::cell::Cell;
 use std::fmt::Write;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Once;
 
 use crate::golden::GenerationGolden;
 use crate::verdict::{DivergenceKind, GenerationReport};
+
+thread_local! {
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// insta reports a mismatch by panicking after printing its diff; that panic is the expected way a snapshot check
+/// ends, so its "thread panicked" line and backtrace are noise. Panics elsewhere still reach the previous hook.
+fn quiet_panics_here() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
 
 /// `goldens/<task>/snapshots/<case>__<modality>__<ep>__<dtype>__L5.snap`.
 pub fn path(dir: &Path, name: &str) -> PathBuf {
@@ -76,7 +96,10 @@ pub fn assert(dir: &Path, name: &str, content: &str, description: &str, root: &P
     settings.set_prepend_module_to_snapshot(false);
     settings.set_omit_expression(true);
     settings.set_description(description);
+    quiet_panics_here();
+    QUIET.with(|q| q.set(true));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| settings.bind(|| insta::assert_snapshot!(name, content))));
+    QUIET.with(|q| q.set(false));
     match result {
         Ok(()) => Ok(()),
         Err(_) => {
