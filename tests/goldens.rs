@@ -1,0 +1,117 @@
+//! Goldens: derived from a reference run, written atomically, read back exactly (inline or sidecar), and rejected
+//! with the file and field named when corrupt.
+
+use std::path::PathBuf;
+
+use mobius_conformance::golden::{self, GenerationGolden, GoldenPaths, PrefillGolden, Provenance, ReferenceRun};
+use mobius_conformance::inputs::Inputs;
+
+fn run(vocab: usize) -> ReferenceRun {
+    let logits = |shift: usize| (0..vocab).map(|i| (((i * 7919 + shift) % 1009) as f32) / 97.0 - 5.0).collect::<Vec<f32>>();
+    ReferenceRun {
+        input_ids: vec![2, 40, 41],
+        input_hash: Inputs::from_token_ids(&[2, 40, 41]).hash(),
+        prefill_logits: logits(0),
+        generated_tokens: vec![5, 6, 1],
+        step_logits: vec![logits(0), logits(1), logits(2)],
+        generated_text: "hi".into(),
+        provenance: Provenance {
+            reference: "fixtures/x/hf".into(),
+            transformers: "5.14.1".into(),
+            torch: "2.15.0".into(),
+            dtype: "float32".into(),
+            device: "cpu".into(),
+        },
+    }
+}
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mobius-goldens-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn write_all(paths: &GoldenPaths, files: &golden::GoldenFiles) {
+    golden::write_atomic(&paths.prefill, &files.prefill).unwrap();
+    golden::write_atomic(&paths.generation, &files.generation).unwrap();
+    if let Some(s) = &files.sidecar {
+        golden::write_atomic(&paths.sidecar(), s).unwrap();
+    }
+}
+
+#[test]
+fn small_vocabularies_inline_the_full_logits_and_round_trip_exactly() {
+    let d = dir("inline");
+    let r = run(512);
+    let paths = GoldenPaths::new(&d, "causal-lm", "x");
+    let files = golden::from_reference(&r, "m", "p", 3, "x.logits.safetensors").unwrap();
+    assert!(files.sidecar.is_none());
+    write_all(&paths, &files);
+    let g = PrefillGolden::load(&paths.prefill).unwrap();
+    assert_eq!(g.full_logits(&paths.prefill).unwrap().unwrap(), r.prefill_logits, "bit-exact through hex floats");
+    assert_eq!(g.top1_id as usize, mobius_conformance::logits::argmax(&r.prefill_logits));
+    let generation = GenerationGolden::load(&paths.generation).unwrap();
+    assert_eq!((generation.generated_tokens.clone(), generation.steps.len()), (vec![5, 6, 1], 3));
+    // Deterministic bytes: regenerating gives the same files (what makes `regen-goldens` print UNCHANGED).
+    assert_eq!(golden::from_reference(&r, "m", "p", 3, "x.logits.safetensors").unwrap(), files);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn large_vocabularies_use_a_safetensors_sidecar() {
+    let d = dir("sidecar");
+    let r = run(262_144);
+    let paths = GoldenPaths::new(&d, "causal-lm", "big");
+    let files = golden::from_reference(&r, "m", "p", 3, "big.logits.safetensors").unwrap();
+    assert!(files.sidecar.is_some() && files.prefill.len() < 20_000, "the JSON stays small: {} bytes", files.prefill.len());
+    write_all(&paths, &files);
+    let g = PrefillGolden::load(&paths.prefill).unwrap();
+    assert_eq!(g.last_logits_file.as_deref(), Some("big.logits.safetensors"));
+    assert_eq!(g.full_logits(&paths.prefill).unwrap().unwrap(), r.prefill_logits);
+    std::fs::remove_file(paths.sidecar()).unwrap();
+    let e = g.full_logits(&paths.prefill).unwrap_err().to_string();
+    assert!(e.contains("big.logits.safetensors"), "{e}");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn corrupt_goldens_name_file_and_field() {
+    let d = dir("corrupt");
+    let paths = GoldenPaths::new(&d, "t", "x");
+    write_all(&paths, &golden::from_reference(&run(64), "m", "p", 3, "x.logits.safetensors").unwrap());
+    let good = std::fs::read_to_string(&paths.prefill).unwrap();
+    let load = |text: &str| {
+        std::fs::write(&paths.prefill, text).unwrap();
+        PrefillGolden::load(&paths.prefill).unwrap_err().to_string()
+    };
+    let first_hex = good.split('"').find(|s| s.starts_with("0x") || s.starts_with("-0x")).unwrap().to_string();
+    let e = load(&good.replacen(&first_hex, "0xZZ", 1));
+    assert!(e.contains("x.json") && e.contains("0xZZ"), "{e}");
+    let e = load(&good.replacen("\"top1_id\"", "\"top1\"", 1));
+    assert!(e.contains("x.json") && e.contains("top1"), "{e}");
+    let e = load(&good.replacen(&format!("\"{first_hex}\",\n"), "", 1));
+    assert!(e.contains("x.json") && e.contains("top10_logits"), "{e}");
+    let e = load("{ not json");
+    assert!(e.contains("x.json"), "{e}");
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn non_finite_reference_logits_are_refused() {
+    let mut r = run(64);
+    r.prefill_logits[9] = f32::NAN;
+    let e = golden::from_reference(&r, "m", "p", 3, "s").unwrap_err().to_string();
+    assert!(e.contains("not finite at id 9"), "{e}");
+}
+
+#[test]
+fn atomic_write_replaces_whole_files_and_leaves_no_temp() {
+    let d = dir("atomic");
+    let p = d.join("g.json");
+    golden::write_atomic(&p, b"old").unwrap();
+    golden::write_atomic(&p, b"new contents").unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"new contents");
+    let names: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("g.json")]);
+    std::fs::remove_dir_all(d).unwrap();
+}
