@@ -177,3 +177,18 @@ fn write(p: &Path, text: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
 }
+
+#[test]
+fn paths_stay_inside_the_suite_unless_marked_external() {
+    for (field, bad) in [("matrix.package", "package: \"/etc/x/{ep}-{dtype}\""), ("matrix.package", "package: \"fixtures/../../x/{ep}\"")] {
+        let e = parse(&CASE.replace("package: \"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", bad)).unwrap_err();
+        assert!(e.contains(field) && e.contains("leaves the suite root") && e.contains("external_paths"), "{e}");
+    }
+    let e = parse(&CASE.replace("reference: \"fixtures/qwen3-tiny/hf\"", "reference: \"../elsewhere/hf\"")).unwrap_err();
+    assert!(e.contains("`reference`"), "{e}");
+    assert!(parse(&CASE.replace("package: \"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "package: \"fixtures/a/../b/{ep}\"")).is_ok());
+    let external =
+        CASE.replace("package: \"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "package: \"/opt/models/{ep}\"") + "external_paths: true\n";
+    assert!(parse(&external).is_ok());
+    assert!(parse(&CASE.replace("package: \"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "package: \"hf://acme/m@main/{ep}\"")).is_ok());
+}

@@ -28,7 +28,7 @@ fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
     let root = std::env::temp_dir().join(format!("mobius-trials-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let text = std::fs::read_to_string(repo.join(format!("cases/causal-lm/{CASE}.yaml"))).unwrap();
-    let text = text.replace("\"fixtures/", &format!("\"{}/fixtures/", repo.display()));
+    let text = text.replace("\"fixtures/", &format!("\"{}/fixtures/", repo.display())) + "external_paths: true\n";
     write(&root.join(format!("cases/causal-lm/{CASE}.yaml")), &edit(text));
     for suffix in [".json", "_generation.json"] {
         let name = format!("{CASE}{suffix}");

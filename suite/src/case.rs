@@ -56,6 +56,10 @@ pub struct CaseSpec {
     /// Trials expected to fail, strictly: one that passes is reported as a failure.
     #[serde(default)]
     pub xfail: Option<Xfail>,
+    /// Lets local paths point outside the suite root (absolute, or `..` above it). Off: a case cannot read
+    /// files elsewhere on the machine by accident.
+    #[serde(default)]
+    pub external_paths: bool,
 }
 
 /// An expected failure, in the case file where everyone sees it. Empty filters match every value.
@@ -312,6 +316,28 @@ impl fmt::Display for Location {
     }
 }
 
+/// Whether a relative path, joined to the root, would land outside it (or is absolute).
+fn escapes_root(p: &str) -> bool {
+    let path = Path::new(p);
+    if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') || p.get(1..3) == Some(":\\") || p.get(1..3) == Some(":/") {
+        return true;
+    }
+    let mut depth = 0i32;
+    for c in p.split(['/', '\\']) {
+        match c {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    false
+}
+
 /// One package a case runs: a build flavour at a dtype.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
@@ -384,9 +410,18 @@ impl Case {
             paths.extend(m.packages.values().map(|p| ("matrix.packages", p)));
         }
         paths.extend(s.tokenizer.iter().map(|p| ("tokenizer", p)));
+        paths.extend(s.reference.iter().map(|p| ("reference", p)));
+        paths.extend(s.inputs.images.iter().map(|p| ("inputs.images", p)));
+        paths.extend(s.inputs.audio.iter().map(|p| ("inputs.audio", p)));
         for (field, p) in paths {
-            if let Some(Err(e)) = HubRef::parse(p) {
-                bail!("{file}: field `{field}`: {e}");
+            match HubRef::parse(p) {
+                Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),
+                Some(Ok(_)) => {}
+                None if !s.external_paths && escapes_root(p) => bail!(
+                    "{file}: field `{field}`: path {p:?} leaves the suite root; paths are relative to the folder holding \
+                     `cases/`. Set `external_paths: true` in the case if it really must read files elsewhere"
+                ),
+                None => {}
             }
         }
         if let Some(x) = &s.xfail

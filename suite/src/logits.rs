@@ -97,10 +97,12 @@ pub fn compare(got: &[f32], want: &[f32], atol: f64, rtol: f64) -> Comparison {
         if w.abs() > 1e-6 {
             c.max_rel = c.max_rel.max(d / w.abs());
         }
-        let excess = d - (atol + rtol * w.abs());
-        if excess > 0.0 {
+        let bound = atol + rtol * w.abs();
+        // NaN in either vector is never within tolerance (approx's comparison is false for NaN).
+        if !approx::abs_diff_eq!(g, w, epsilon = bound) {
+            let excess = d - bound;
             c.violations += 1;
-            if excess > worst_excess {
+            if excess > worst_excess || c.worst_violation_at.is_none() {
                 worst_excess = excess;
                 c.worst_violation_at = Some(i);
             }

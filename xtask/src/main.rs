@@ -18,10 +18,11 @@ Tasks:
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
       with the mobius builder in the `default` and `cpu` flavours). Offline and deterministic.
 
-  regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci]
+  regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
       Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/.
       Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
-      overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci.
+      overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
+      cases with trust_remote_code unless --allow-remote-code.
 
   ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
       Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.

@@ -55,6 +55,7 @@ struct Options {
     force: bool,
     dry_run: bool,
     allow_ci: bool,
+    allow_remote_code: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -73,6 +74,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--force" => o.force = true,
             "--dry-run" => o.dry_run = true,
             "--allow-ci" => o.allow_ci = true,
+            "--allow-remote-code" => o.allow_remote_code = true,
             other => return Err(format!("regen-goldens: unknown option `{other}`")),
         }
     }
@@ -113,6 +115,15 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
         if opts.case_glob.as_ref().is_some_and(|g| !g.matches(&case.name)) {
             continue;
         }
+        if case.spec.trust_remote_code && !opts.allow_remote_code {
+            println!(
+                "ERROR      {}: the case sets trust_remote_code, which runs Python code from the model's repository; \
+                 refused unless you pass --allow-remote-code",
+                case.file
+            );
+            failures += 1;
+            continue;
+        }
         let paths = suite.golden_paths(&case);
         let skip = |why: &str| {
             for l in case.levels() {
@@ -140,6 +151,7 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
                 "prompt": prompt,
                 "max_new_tokens": case.max_new_tokens(),
                 "eos_token_id": case.spec.generation.eos_token_id,
+                "trust_remote_code": case.spec.trust_remote_code,
                 "out": raw,
             }),
             Job { case: (*case).clone(), raw, ids },
