@@ -17,7 +17,7 @@ pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
 pub fn prefill(decoder: &Decoder, ids: &[i64]) -> Result<Vec<f32>> {
     let mut cache = decoder.new_cache()?;
     let out = decoder.step(ids, &mut cache)?;
-    check_finite(&out.last_logits, 0)?;
+    check_finite(&out.last_logits, 0).map_err(|e| e.context(decoder.model.display()))?;
     Ok(out.last_logits)
 }
 
@@ -51,7 +51,8 @@ impl Generated {
 pub fn greedy(decoder: &Decoder, prompt: &[i64], max_new_tokens: usize, eos: &[i64], forced: Option<&[i64]>) -> Result<Generated> {
     let mut cache = decoder.new_cache()?;
     let mut logits = decoder.step(prompt, &mut cache)?.last_logits;
-    check_finite(&logits, 0)?;
+    let model = decoder.model.display();
+    check_finite(&logits, 0).map_err(|e| e.context(&model))?;
     let prefill_logits = logits.clone();
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
     let mut tokens = Vec::with_capacity(limit);
@@ -65,7 +66,7 @@ pub fn greedy(decoder: &Decoder, prompt: &[i64], max_new_tokens: usize, eos: &[i
             break;
         }
         logits = decoder.step(&[next], &mut cache)?.last_logits;
-        check_finite(&logits, i + 1)?;
+        check_finite(&logits, i + 1).map_err(|e| e.context(&model))?;
     }
     Ok(Generated { tokens, steps, prefill_logits })
 }

@@ -142,15 +142,15 @@ impl GoldenPaths {
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text = fs::read_to_string(path).at(path.display())?;
-    serde_json::from_str(&text).map_err(|e| Error::new(format!("{}: {e}", path.display())))
-}
-
 impl PrefillGolden {
     pub fn load(path: &Path) -> Result<PrefillGolden> {
-        let g: PrefillGolden = read_json(path)?;
-        g.validate().map_err(|e| e.context(path.display()))?;
+        PrefillGolden::parse(&path.display().to_string(), &fs::read_to_string(path).at(path.display())?)
+    }
+
+    /// Parses and checks a golden's text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<PrefillGolden> {
+        let g: PrefillGolden = serde_json::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        g.validate().map_err(|e| e.context(file))?;
         Ok(g)
     }
 
@@ -202,23 +202,18 @@ impl PrefillGolden {
 
 impl GenerationGolden {
     pub fn load(path: &Path) -> Result<GenerationGolden> {
-        let g: GenerationGolden = read_json(path)?;
+        GenerationGolden::parse(&path.display().to_string(), &fs::read_to_string(path).at(path.display())?)
+    }
+
+    /// Parses and checks a golden's text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<GenerationGolden> {
+        let g: GenerationGolden = serde_json::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
         if !g.steps.is_empty() && g.steps.len() != g.generated_tokens.len() {
-            bail!(
-                "{}: field `steps` has {} entries but `generated_tokens` has {}",
-                path.display(),
-                g.steps.len(),
-                g.generated_tokens.len()
-            );
+            bail!("{file}: field `steps` has {} entries but `generated_tokens` has {}", g.steps.len(), g.generated_tokens.len());
         }
         for (i, s) in g.steps.iter().enumerate() {
             if s.ids.len() != s.logits.len() || s.ids.is_empty() {
-                bail!(
-                    "{}: field `steps[{i}]` needs as many `logits` as `ids` (got {} and {})",
-                    path.display(),
-                    s.logits.len(),
-                    s.ids.len()
-                );
+                bail!("{file}: field `steps[{i}]` needs as many `logits` as `ids` (got {} and {})", s.logits.len(), s.ids.len());
             }
         }
         Ok(g)

@@ -15,6 +15,12 @@ impl TextTokenizer {
     /// Loads `dir/tokenizer.json` (or the file itself), shared across trials.
     pub fn load(dir_or_file: &Path) -> Result<Arc<TextTokenizer>> {
         static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<TextTokenizer>>>> = OnceLock::new();
+        if !dir_or_file.exists() {
+            return Err(Error::new(format!(
+                "{}: no such folder or file (expected a folder holding tokenizer.json)",
+                dir_or_file.display()
+            )));
+        }
         let path = if dir_or_file.is_dir() { dir_or_file.join("tokenizer.json") } else { dir_or_file.to_path_buf() };
         let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = cache.get(&path) {

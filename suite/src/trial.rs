@@ -322,7 +322,12 @@ impl Trial<'_> {
             Some(l) => l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
             None => package.clone(),
         };
-        let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: tokenizer", self.case.file)))?;
+        let field = if self.case.tokenizer_location(&self.suite.root).is_some() {
+            "field `tokenizer` (or `reference`)"
+        } else {
+            "the package's tokenizer"
+        };
+        let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: {field}", self.case.file)))?;
         let inputs = Inputs::from_token_ids(&tokenizer.encode(prompt)?);
 
         // inputs -> runtime

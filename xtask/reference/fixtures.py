@@ -102,8 +102,8 @@ def _gemma3(tie):
     )
 
 
-def _gemma4(tie):
-    return transformers.Gemma4TextConfig(
+def _gemma4_text_kwargs(tie):
+    return dict(
         tie_word_embeddings=tie,
         num_hidden_layers=4,
         layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
@@ -115,6 +115,10 @@ def _gemma4(tie):
         final_logit_softcapping=3.0,  # small enough that tanh really bends the logits
         **COMMON,
     )
+
+
+def _gemma4(tie):
+    return transformers.Gemma4TextConfig(**_gemma4_text_kwargs(tie))
 
 
 MODEL_DEFAULTS = dict(tie=False, embed_std=None, final_norm_scale=1.0, head_perm=None)
@@ -132,6 +136,78 @@ PROMPTS = {
     'llama-tiny': 'class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self.items.append(item)\n\n    def pop(self):\n',
     'gemma3-tiny': 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return',
     'gemma4-tiny': 'import os\nimport sys\n\n\ndef main(argv):\n    path = os.path.join(os.getcwd(), argv[1])\n    with open(path, encoding="utf-8") as f:\n        for line in f:\n',
+}
+
+# --- the multimodal fixture (gemma4-mm-tiny): the text model above plus 2-layer vision and audio
+# encoders, a real Gemma4Processor and the real media in <out>/media/.
+MM_NAME = "gemma4-mm-tiny"
+MEDIA_DIR = "media"
+MEDIA = {"image": "pipeline-cat-chonk.jpeg", "audio": "652-129742-0006.flac"}  # 960x686 RGB; 9.1 s, 16 kHz
+# Tokenizer ids 0..12 are Gemma-4's specials, so that the processor's media tokens land on the ids of
+# the config (boi 4, eoi 5, image 6, video 7, boa 8, eoa 9, audio 10).
+MM_SPECIAL_TOKENS = [*SPECIAL_TOKENS, "<|image>", "<image|>", "<|image|>", "<|video|>",
+                     "<|audio>", "<audio|>", "<|audio|>", "<|turn>", "<turn|>"]
+MM_EXTRA_SPECIAL_TOKENS = {
+    "image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>", "video_token": "<|video|>",
+    "audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>",
+    "sot_token": "<|turn>", "eot_token": "<turn|>"}
+MM_TOKEN_IDS = dict(boi_token_id=4, eoi_token_id=5, image_token_id=6, video_token_id=7,
+                    boa_token_id=8, eoa_token_index=9, audio_token_id=10)
+# Gemma-4 style turns; the processor expands <|image|> / <|audio|> into boi + n soft tokens + eoi.
+MM_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- for message in messages -%}"
+    "{{ '<|turn>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{%- else -%}{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'image' -%}{{ '<|image|>' }}"
+    "{%- elif item['type'] == 'audio' -%}{{ '<|audio|>' }}"
+    "{%- elif item['type'] == 'text' -%}{{ item['text'] }}"
+    "{%- endif -%}{%- endfor -%}{%- endif -%}"
+    "{{ '<turn|>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|turn>model\\n' }}{%- endif -%}")
+# 70 is the smallest soft-token budget Gemma4ImageProcessor allows: the jpeg is resized to 432x336
+# (27x21 patches of 16 px, pooled 3x3 into 63 soft tokens) and padded to 630 patches.
+MM_IMAGE_SOFT_TOKENS = 70
+# The image+audio prompt is ~320 tokens; mobius sizes the text RoPE table by max_position_embeddings.
+MM_MAX_POSITIONS = 512
+# Clamp calibration: each ClippableLinear gets input/output bounds at these percentiles of what it
+# sees on the real media, in forward order with all upstream clamps already on (so every clamp clips
+# ~2% of its elements at each end).
+CLIP_PERCENTILES = (2.0, 98.0)
+# Design prompts: modality -> (media, text).
+MM_PROMPTS = {
+    "image": (["image"], "Describe this image."),
+    "audio": (["audio"], "Transcribe this audio."),
+    "image+audio": (["image", "audio"], "What do you see and hear?"),
+}
+
+
+def _gemma4_mm(tie):
+    text = transformers.Gemma4TextConfig(
+        **{**_gemma4_text_kwargs(tie), "max_position_embeddings": MM_MAX_POSITIONS})
+    vision = transformers.Gemma4VisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, head_dim=16, patch_size=16, pooling_kernel_size=3,
+        # >= the longest patch row a 70-soft-token image can have (210 patches)
+        position_embedding_size=256,
+        use_clipped_linears=True,  # default False for vision: the clamps would not exist
+    )
+    audio = transformers.Gemma4AudioConfig(
+        hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=8,  # mobius-onnx 0.1.0 hard-codes 8 audio attention heads
+        subsampling_conv_channels=[128, 4],  # mobius needs the first one at 128
+        output_proj_dims=32,
+        use_clipped_linears=True,
+    )
+    return transformers.Gemma4Config(text_config=text, vision_config=vision, audio_config=audio,
+                                     tie_word_embeddings=tie, **MM_TOKEN_IDS)
+
+
+MM_MODELS = {
+    MM_NAME: dict(config=_gemma4_mm, seed=24, init_std=0.1, embed_std=0.3, final_norm_scale=0.35,
+                  head_perm=(0.5, 0.5)),
 }
 
 ONNX_FLAVOURS = {"default-f32": "default", "cpu-f32": "cpu"}
@@ -166,7 +242,9 @@ def tokenizer_corpus():
     return files
 
 
-def build_tokenizer(out_dir):
+def build_tokenizer(out_dir, special_tokens=SPECIAL_TOKENS, extra_special_tokens=None):
+    """The fixtures' byte-level BPE; `special_tokens` take ids 0.. in order (the text tokenizer has
+    Gemma's <pad> <eos> <bos> <unk>; the multimodal one adds Gemma-4's media and turn markers)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -175,19 +253,20 @@ def build_tokenizer(out_dir):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train(tokenizer_corpus(), trainer)
     assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
-    for i, t in enumerate(SPECIAL_TOKENS):
+    for i, t in enumerate(special_tokens):
         assert tok.token_to_id(t) == i, (t, tok.token_to_id(t))
     tok.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", BOS_ID)]
     )
+    extra = {"extra_special_tokens": extra_special_tokens} if extra_special_tokens else {}
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>"
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", **extra
     )
     os.makedirs(out_dir, exist_ok=True)
     fast.save_pretrained(out_dir)
@@ -203,14 +282,16 @@ def build_tokenizer(out_dir):
 
 def make_model(name, **override):
     """The seeded random-weight model `name` (fp32, eval); `override` replaces MODELS[name] entries."""
-    spec = {**MODEL_DEFAULTS, **MODELS[name], **override}
+    spec = {**MODEL_DEFAULTS, **{**MODELS, **MM_MODELS}[name], **override}
     seed, init_std = spec["seed"], spec["init_std"]
     cfg = spec["config"](spec["tie"])
     torch.manual_seed(seed)
+    # (gemma4 multimodal configs give Gemma4ForConditionalGeneration: vision and audio towers'
+    # parameters get the same recipe, in named_parameters order.)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
     g = torch.Generator().manual_seed(seed)
     embed = model.get_input_embeddings().weight
-    final_norm = model.model.norm.weight
+    final_norm = getattr(model.model, "language_model", model.model).norm.weight
     with torch.no_grad():
         for _, p in model.named_parameters():
             if p.dim() >= 2:

@@ -23,6 +23,32 @@ like HF does. Written as safetensors (safetensors.numpy) to `out` (parent dirs c
 
 metadata (str -> str): case, prompt, generated_text, eos_token_id (JSON), transformers, torch.
 A Rust program derives the golden JSON from these files.
+
+Multimodal jobs (Gemma-4 style processors) add optional fields:
+
+    "modality":  "text" (default) | "image" | "audio" | "image+audio"
+    "images":    ["/abs/x.jpeg", ...]   # required for image modalities, forbidden otherwise
+    "audio":     ["/abs/y.flac", ...]   # required for audio modalities, forbidden otherwise
+    "processor": "/abs/dir"             # AutoProcessor directory; default: "reference"
+
+The conversation is one user turn: the images, then the audio clips, then the text prompt; it is
+rendered and processed by `processor.apply_chat_template(..., add_generation_prompt=True,
+tokenize=True, return_dict=True)` (the processor's tokenizer is used; "tokenizer" is not read and
+may be omitted). Images are read with Pillow (converted to RGB), audio with soundfile (float32;
+mono, at the feature extractor's sampling rate, no resampling). Prefill and greedy decoding are
+those of the text path, with every processor output passed to the model. Written in addition:
+
+    input.input_ids            int64   [1, S]         (== input_ids[None])
+    input.pixel_values         uint8   [1, P, 768]    the processor's float pixel_values are exactly
+                                                      u8 / 255 (checked); ONNX takes float32(u8) / 255
+    input.pixel_position_ids   int64   [1, P, 2]      HF image_position_ids; padding patches (-1, -1)
+    input.input_features       float32 [1, T, 128]
+    input.input_features_mask  bool    [1, T]
+    image_features             float32 [n_image_tokens, hidden]   get_image_features().pooler_output
+    audio_features             float32 [n_audio_tokens, hidden]   pooled audio features, masked frames dropped
+
+(`input.*` names are the ONNX input names; only those of the job's modality are written.)
+Multimodal metadata also has `modality`. Text jobs are written exactly as before.
 """
 from __future__ import annotations
 
@@ -42,9 +68,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.numpy import save as st_save  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoProcessor, AutoTokenizer  # noqa: E402
 
 REQUIRED = ("case", "reference", "tokenizer", "prompt", "max_new_tokens", "out")
+REQUIRED_MM = ("case", "reference", "prompt", "max_new_tokens", "out")
+MODALITIES = {"text": (False, False), "image": (True, False), "audio": (False, True),
+              "image+audio": (True, True)}  # modality -> (needs images, needs audio)
 
 # Greedy decoding with every logits processor a model's generation_config could switch on set to its
 # neutral value, so that the argmax of the raw step logits is the generated token (checked per step).
@@ -114,39 +143,65 @@ def eos_ids(job, model):
     raise JobError(f"eos_token_id must be an int, a list of ints or null, got {eos!r}")
 
 
-def run_job(job):
-    missing = [k for k in REQUIRED if k not in job]
-    if missing:
-        raise JobError(f"missing keys {missing}")
-    ref = local_dir(job, "reference")
-    tok_dir = local_dir(job, "tokenizer")
-    n_new = job["max_new_tokens"]
-    if not isinstance(n_new, int) or n_new < 1:
-        raise JobError(f"max_new_tokens must be a positive int, got {n_new!r}")
+def modality_of(job):
+    modality = job.get("modality", "text")
+    if modality not in MODALITIES:
+        raise JobError(f"modality must be one of {sorted(MODALITIES)}, got {modality!r}")
+    return modality
 
-    tok = AutoTokenizer.from_pretrained(tok_dir, local_files_only=True)
-    enc = tok(job["prompt"], return_tensors="pt")  # default add_special_tokens: BOS is prepended
-    input_ids = enc["input_ids"]
-    if input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
-        raise JobError(f"bad tokenization shape {tuple(input_ids.shape)}")
 
-    model = AutoModelForCausalLM.from_pretrained(ref, dtype=torch.float32, local_files_only=True)
-    model = model.to("cpu").float().eval()
-    eos = eos_ids(job, model)
-    pad = model.generation_config.pad_token_id
-    if pad is None:
-        pad = tok.pad_token_id
-    if pad is None:
-        pad = eos[0] if eos else 0
-    if isinstance(pad, list):
-        pad = pad[0]
+def media_paths(job, key, needed):
+    paths = job.get(key)
+    if not needed:
+        if paths:
+            raise JobError(f"{key} given for modality {job.get('modality', 'text')!r}")
+        return []
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        raise JobError(f"{key} must be a non-empty list of file paths for modality {job['modality']!r}, got {paths!r}")
+    for p in paths:
+        if not os.path.isfile(p):
+            raise JobError(f"{key}: {p!r} is not a file")
+    return paths
 
-    attention_mask = torch.ones_like(input_ids)
+
+def load_image(path):
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.convert("RGB")
+
+
+def load_audio(path, sampling_rate):
+    import soundfile as sf
+
+    wave, sr = sf.read(path, dtype="float32")
+    if wave.ndim != 1:
+        raise JobError(f"{path}: {wave.shape[1]} channels; only mono audio is supported")
+    if sr != sampling_rate:
+        raise JobError(f"{path}: sampled at {sr} Hz, the feature extractor wants {sampling_rate} Hz (no resampling)")
+    return wave
+
+
+def mm_encode(processor, prompt, images=(), audio=()):
+    """One user turn (images, then audio clips, then the text prompt) through the processor's chat
+    template, tokenized with add_generation_prompt. images: PIL images; audio: 1-d float32 arrays."""
+    content = ([{"type": "image", "image": im} for im in images]
+               + [{"type": "audio", "audio": w} for w in audio]
+               + [{"type": "text", "text": prompt}])
+    conversation = [{"role": "user", "content": content}]
+    enc = processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True,
+                                        return_dict=True, return_tensors="pt")
+    return dict(enc)
+
+
+def greedy(model, inputs, n_new, eos, pad):
+    """Prefill forward + greedy generate on `inputs` (the model's keyword inputs, batch 1):
+    (prefill last-position logits [V], generated tokens [N], step logits [N, V]), checked."""
+    input_ids = inputs["input_ids"]
     with torch.inference_mode():
-        prefill = model(input_ids=input_ids, attention_mask=attention_mask).logits[0, -1].float()
+        prefill = model(**inputs).logits[0, -1].float()
         out = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
+            **inputs,
             max_new_tokens=n_new,
             eos_token_id=eos or None,
             pad_token_id=pad,
@@ -170,10 +225,122 @@ def run_job(job):
     if not torch.allclose(prefill, step_logits[0], rtol=0, atol=1e-4):
         diff = float((prefill - step_logits[0]).abs().max())
         raise JobError(f"prefill forward and generate's first step disagree by {diff:.3g}")
+    if prefill.shape[0] != step_logits.shape[1]:
+        raise JobError(f"prefill logits have {prefill.shape[0]} entries, step logits {step_logits.shape[1]}")
+    return prefill, generated, step_logits
 
-    V = step_logits.shape[1]
-    if prefill.shape[0] != V:
-        raise JobError(f"prefill logits have {prefill.shape[0]} entries, step logits {V}")
+
+# processor output -> ONNX input name (written as input.<name>)
+ONNX_INPUT_NAMES = {
+    "input_ids": "input_ids",
+    "pixel_values": "pixel_values",
+    "image_position_ids": "pixel_position_ids",
+    "input_features": "input_features",
+    "input_features_mask": "input_features_mask",
+}
+
+
+def pixels_to_uint8(pv):
+    """The processor's pixel_values are u8 * (1/255) or u8 / 255 exactly: recover u8 and prove it."""
+    u8 = torch.round(pv.double() * 255)
+    if u8.min() < 0 or u8.max() > 255:
+        raise JobError(f"pixel_values outside [0, 1]: {float(pv.min())}..{float(pv.max())}")
+    u8 = u8.to(torch.uint8)
+    back = u8.to(torch.float32) / 255
+    if not torch.equal(back, pv):
+        raise JobError(f"pixel_values are not exactly uint8 / 255 (max diff {float((back - pv).abs().max()):.3g})")
+    return u8
+
+
+def mm_tensors(model, enc):
+    """The `input.*` tensors and the HF encoder features (image_features / audio_features) of one
+    processed multimodal prompt, as numpy arrays."""
+    cfg = model.config
+    H = cfg.get_text_config().hidden_size
+    ids = enc["input_ids"]
+    out = {}
+    for k, name in ONNX_INPUT_NAMES.items():
+        if k not in enc:
+            continue
+        v = enc[k]
+        if k == "pixel_values":
+            v = pixels_to_uint8(v)
+        elif k in ("input_ids", "image_position_ids"):
+            v = v.to(torch.int64)
+        elif k == "input_features":
+            v = v.to(torch.float32)
+        elif k == "input_features_mask":
+            v = v.to(torch.bool)
+        out["input." + name] = np.ascontiguousarray(v.numpy())
+    with torch.inference_mode():
+        if "pixel_values" in enc:
+            img = model.model.get_image_features(enc["pixel_values"], enc["image_position_ids"],
+                                                 return_dict=True).pooler_output.reshape(-1, H)
+            n = int((ids == cfg.image_token_id).sum())
+            if img.shape[0] != n:
+                raise JobError(f"{img.shape[0]} image features for {n} image tokens")
+            out["image_features"] = np.ascontiguousarray(img.float().numpy())
+        if "input_features" in enc:
+            o = model.model.get_audio_features(enc["input_features"], enc["input_features_mask"], return_dict=True)
+            aud = o.pooler_output[o.attention_mask].reshape(-1, H)  # HF drops masked frames
+            n = int((ids == cfg.audio_token_id).sum())
+            if aud.shape[0] != n:
+                raise JobError(f"{aud.shape[0]} audio features for {n} audio tokens")
+            out["audio_features"] = np.ascontiguousarray(aud.float().numpy())
+    return out
+
+
+def pad_id(model, tok, eos):
+    pad = model.generation_config.pad_token_id
+    if pad is None:
+        pad = tok.pad_token_id
+    if pad is None:
+        pad = eos[0] if eos else 0
+    if isinstance(pad, list):
+        pad = pad[0]
+    return pad
+
+
+def run_job(job):
+    modality = modality_of(job)
+    multimodal = modality != "text"
+    missing = [k for k in (REQUIRED_MM if multimodal else REQUIRED) if k not in job]
+    if missing:
+        raise JobError(f"missing keys {missing}")
+    ref = local_dir(job, "reference")
+    n_new = job["max_new_tokens"]
+    if not isinstance(n_new, int) or n_new < 1:
+        raise JobError(f"max_new_tokens must be a positive int, got {n_new!r}")
+    need_images, need_audio = MODALITIES[modality]
+    image_paths = media_paths(job, "images", need_images)
+    audio_paths = media_paths(job, "audio", need_audio)
+
+    if multimodal:
+        proc_dir = local_dir(job, "processor") if job.get("processor") is not None else ref
+        processor = AutoProcessor.from_pretrained(proc_dir, local_files_only=True)
+        tok = processor.tokenizer
+        images = [load_image(p) for p in image_paths]
+        sr = getattr(getattr(processor, "feature_extractor", None), "sampling_rate", None)
+        if audio_paths and sr is None:
+            raise JobError(f"the processor in {proc_dir} has no audio feature extractor")
+        audio = [load_audio(p, sr) for p in audio_paths]
+        inputs = mm_encode(processor, job["prompt"], images, audio)
+    else:
+        tok = AutoTokenizer.from_pretrained(local_dir(job, "tokenizer"), local_files_only=True)
+        enc = tok(job["prompt"], return_tensors="pt")  # default add_special_tokens: BOS is prepended
+        inputs = {"input_ids": enc["input_ids"]}
+        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    input_ids = inputs["input_ids"]
+    if input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
+        raise JobError(f"bad tokenization shape {tuple(input_ids.shape)}")
+
+    model = AutoModelForCausalLM.from_pretrained(ref, dtype=torch.float32, local_files_only=True)
+    model = model.to("cpu").float().eval()
+    eos = eos_ids(job, model)
+    pad = pad_id(model, tok, eos)
+    prefill, generated, step_logits = greedy(model, inputs, n_new, eos, pad)
+
+    S, N, V = input_ids.shape[1], generated.shape[0], step_logits.shape[1]
     tensors = {
         "input_ids": input_ids[0].to(torch.int64).numpy(),
         "prefill_logits": np.ascontiguousarray(prefill.numpy(), dtype=np.float32),
@@ -188,6 +355,12 @@ def run_job(job):
         "transformers": transformers.__version__,
         "torch": torch.__version__,
     }
+    extra = ""
+    if multimodal:
+        mm = mm_tensors(model, inputs)
+        tensors.update(mm)
+        metadata["modality"] = modality
+        extra = " " + " ".join(f"{k}={list(v.shape)}" for k, v in sorted(mm.items()) if not k.startswith("input."))
     out_path = job["out"]
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
     save_safetensors(tensors, metadata, out_path)
@@ -195,7 +368,7 @@ def run_job(job):
     top2 = torch.topk(torch.cat([prefill[None], step_logits]), 2, dim=-1).values
     min_margin = float((top2[:, 0] - top2[:, 1]).min())
     stopped = "eos" if eos and int(generated[-1]) in eos else "length"
-    return (f"{job['case']}: S={S} N={N} V={V} stop={stopped} min_top1_top2_margin={min_margin:.4f} "
+    return (f"{job['case']}: S={S} N={N} V={V} stop={stopped} min_top1_top2_margin={min_margin:.4f}{extra} "
             f"tokens={generated.tolist()} -> {out_path}")
 
 

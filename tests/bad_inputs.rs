@@ -1,0 +1,155 @@
+//! Bad input never crashes the harness: each bad case, package, tokenizer or golden fails its own trial with a
+//! message naming the file (and field), and the rest of the run goes on.
+
+use std::path::{Path, PathBuf};
+
+use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::runtime::Device;
+use mobius_conformance::trial::{self, Outcome, Status, Suite};
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// A suite root with the qwen3-tiny case and goldens, whose cpu-f32 package is a private copy `corrupt` may damage,
+/// and whose case text `edit` may change.
+fn scratch(tag: &str, corrupt: impl Fn(&Path), edit: impl Fn(String) -> String) -> Scratch {
+    let repo = workspace_root();
+    let root = std::env::temp_dir().join(format!("mobius-bad-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let pkg = root.join("pkg");
+    copy_dir(&repo.join("fixtures/qwen3-tiny/onnx/cpu-f32"), &pkg);
+    corrupt(&pkg);
+    let text = std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml"))
+        .unwrap()
+        .replace("\"fixtures/qwen3-tiny/hf\"", &format!("\"{}\"", repo.join("fixtures/qwen3-tiny/hf").display()))
+        .replace("eps: [default, cpu]", "eps: [cpu]")
+        .replace("\"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
+    let case = root.join("cases/causal-lm/qwen3-tiny.yaml");
+    std::fs::create_dir_all(case.parent().unwrap()).unwrap();
+    std::fs::write(&case, edit(text + "external_paths: true\n")).unwrap();
+    copy_dir(&repo.join("goldens/causal-lm"), &root.join("goldens/causal-lm"));
+    Scratch(root)
+}
+
+fn run_all(root: &Path) -> Vec<(String, Outcome)> {
+    let suite = Suite::open(root);
+    suite.plan().iter().map(|spec| (spec.name.clone(), trial::run(&suite, spec, Device::Cpu))).collect()
+}
+
+fn assert_fails_naming(root: &Path, needles: &[&str]) {
+    let all = run_all(root);
+    assert_eq!(all.len(), 2, "both levels planned");
+    for (name, o) in all {
+        assert_eq!(o.status, Status::Fail, "{name}: {}", o.message);
+        assert!(o.message.starts_with(&name), "the message names the trial: {}", o.message);
+        for n in needles {
+            assert!(o.message.contains(n), "{name}: expected {n:?} in: {}", o.message);
+        }
+    }
+}
+
+#[test]
+fn nan_logits() {
+    let s = scratch(
+        "nan",
+        |pkg| {
+            let p = pkg.join("model.onnx.data");
+            let n = std::fs::metadata(&p).unwrap().len() as usize;
+            std::fs::write(&p, f32::NAN.to_le_bytes().repeat(n / 4)).unwrap();
+        },
+        |t| t,
+    );
+    assert_fails_naming(&s.0, &["pkg/model.onnx", "non-finite", "NaN"]);
+}
+
+#[test]
+fn truncated_onnx() {
+    let s = scratch(
+        "truncated",
+        |pkg| {
+            let p = pkg.join("model.onnx");
+            let b = std::fs::read(&p).unwrap();
+            std::fs::write(&p, &b[..b.len() / 2]).unwrap();
+        },
+        |t| t,
+    );
+    assert_fails_naming(&s.0, &["pkg/model.onnx", "loading the model"]);
+}
+
+#[test]
+fn not_onnx_at_all() {
+    let s = scratch("notonnx", |pkg| std::fs::write(pkg.join("model.onnx"), "{\"this is\": \"json\"}").unwrap(), |t| t);
+    assert_fails_naming(&s.0, &["pkg/model.onnx", "loading the model"]);
+}
+
+#[test]
+fn missing_external_weights() {
+    let s = scratch("nodata", |pkg| std::fs::remove_file(pkg.join("model.onnx.data")).unwrap(), |t| t);
+    assert_fails_naming(&s.0, &["pkg/model.onnx"]);
+}
+
+#[test]
+fn missing_package() {
+    let s = scratch("nopkg", |_| {}, |t| t.replace("\"pkg\"", "\"no/such/package\""));
+    assert_fails_naming(&s.0, &["cases/causal-lm/qwen3-tiny.yaml", "no/such/package", "does not exist"]);
+}
+
+#[test]
+fn missing_tokenizer() {
+    let s = scratch("notok", |_| {}, |t| t + "tokenizer: \"no/tokenizer/here\"\n");
+    assert_fails_naming(&s.0, &["cases/causal-lm/qwen3-tiny.yaml", "field `tokenizer`", "no/tokenizer/here", "no such folder"]);
+}
+
+#[test]
+fn missing_golden_skips_locally_and_fails_under_ci() {
+    let s = scratch("nogolden", |_| {}, |t| t);
+    std::fs::remove_file(s.0.join("goldens/causal-lm/qwen3-tiny.json")).unwrap();
+    let all = run_all(&s.0);
+    let (_, l4) = all.iter().find(|(n, _)| n.ends_with("/L4")).unwrap();
+    let want = if std::env::var_os("CI").is_some() { Status::Fail } else { Status::Skip };
+    assert_eq!(l4.status, want, "{}", l4.message);
+    assert!(l4.message.contains("goldens/causal-lm/qwen3-tiny.json") && l4.message.contains("regen-goldens"), "{}", l4.message);
+    let (_, l5) = all.iter().find(|(n, _)| n.ends_with("/L5")).unwrap();
+    assert_eq!(l5.status, Status::Pass, "the other level still runs: {}", l5.message);
+}
+
+#[test]
+fn one_bad_case_does_not_stop_the_others() {
+    let s = scratch("mixed", |_| {}, |t| t);
+    std::fs::write(s.0.join("cases/causal-lm/broken.yaml"), "model_id: [unterminated\n").unwrap();
+    std::fs::write(s.0.join("cases/causal-lm/typo.yaml"), "model_id: x\nmodel_typo: y\n").unwrap();
+    let all = run_all(&s.0);
+    let status = |n: &str| all.iter().find(|(name, _)| name == n).map(|(_, o)| o.status);
+    assert_eq!(status("broken/case"), Some(Status::Fail));
+    assert_eq!(status("typo/case"), Some(Status::Fail));
+    assert_eq!(status("qwen3-tiny/text/cpu/f32/L4"), Some(Status::Pass));
+    assert_eq!(status("qwen3-tiny/text/cpu/f32/L5"), Some(Status::Pass));
+    let typo = &all.iter().find(|(n, _)| n == "typo/case").unwrap().1.message;
+    assert!(typo.contains("cases/causal-lm/typo.yaml") && typo.contains("model_typo"), "{typo}");
+}
+
+#[test]
+fn corrupt_golden_fails_its_trial() {
+    let s = scratch("badgolden", |_| {}, |t| t);
+    let p = s.0.join("goldens/causal-lm/qwen3-tiny_generation.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, text.replacen("\"0x1.", "\"0xq.", 1)).unwrap();
+    let all = run_all(&s.0);
+    let l5 = &all.iter().find(|(n, _)| n.ends_with("/L5")).unwrap().1;
+    assert_eq!(l5.status, Status::Fail);
+    assert!(l5.message.contains("qwen3-tiny_generation.json") && l5.message.contains("0xq."), "{}", l5.message);
+    assert_eq!(all.iter().find(|(n, _)| n.ends_with("/L4")).unwrap().1.status, Status::Pass);
+}
