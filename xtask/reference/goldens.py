@@ -40,7 +40,8 @@ those of the text path, with every processor output passed to the model. Written
 
     input.input_ids            int64   [1, S]         (== input_ids[None])
     input.pixel_values         uint8   [1, P, 768]    the processor's float pixel_values are exactly
-                                                      u8 / 255 (checked); ONNX takes float32(u8) / 255
+                                                      f32(u8) * f32(1/255) (checked; a division by 255
+                                                      differs in the last bit for about half the values)
     input.pixel_position_ids   int64   [1, P, 2]      HF image_position_ids; padding patches (-1, -1)
     input.input_features       float32 [1, T, 128]
     input.input_features_mask  bool    [1, T]
@@ -241,14 +242,18 @@ ONNX_INPUT_NAMES = {
 
 
 def pixels_to_uint8(pv):
-    """The processor's pixel_values are u8 * (1/255) or u8 / 255 exactly: recover u8 and prove it."""
+    """The processor rescales uint8 pixels as f32(u8) * f32(1/255) (padding patches are 0): recover
+    u8 and prove that this rebuilds pixel_values bit for bit."""
+    if pv.dtype != torch.float32:
+        raise JobError(f"pixel_values are {pv.dtype}, expected float32")
     u8 = torch.round(pv.double() * 255)
     if u8.min() < 0 or u8.max() > 255:
         raise JobError(f"pixel_values outside [0, 1]: {float(pv.min())}..{float(pv.max())}")
     u8 = u8.to(torch.uint8)
-    back = u8.to(torch.float32) / 255
+    back = torch.from_numpy(u8.numpy().astype(np.float32) * np.float32(1 / 255))
     if not torch.equal(back, pv):
-        raise JobError(f"pixel_values are not exactly uint8 / 255 (max diff {float((back - pv).abs().max()):.3g})")
+        raise JobError(f"pixel_values are not exactly f32(u8) * f32(1/255) "
+                       f"(max diff {float((back - pv).abs().max()):.3g})")
     return u8
 
 
