@@ -18,7 +18,8 @@ fn run(suite: &Suite, plan: &[TrialSpec], threads: usize) -> Vec<Row> {
             s.spawn(|| {
                 while let Some(spec) = plan.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let o = trial::run(suite, spec, Device::Cpu);
-                    let row = (spec.name.clone(), o.status.name().to_string(), o.message, o.max_abs_diff.map(f64::to_bits), o.first_divergence);
+                    let row =
+                        (spec.name.clone(), o.status.name().to_string(), o.message, o.max_abs_diff.map(f64::to_bits), o.first_divergence);
                     rows.lock().unwrap().push(row);
                 }
             });

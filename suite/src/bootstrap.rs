@@ -2,8 +2,9 @@
 //!
 //! `ort` is built with `load-dynamic`: nothing is downloaded at build time (its default CDN download fails offline).
 //! At run time the library comes from `ORT_DYLIB_PATH`, else from the cache, else from `python3 -m pip install
-//! --no-deps --target <cache> onnxruntime==<version>`. Several test processes may start at once: a file lock
-//! serialises the install, and the finished tree is renamed into place, so no process sees half an install.
+//! --no-deps --require-hashes --target <cache> -r suite/locks/onnxruntime-<version>.txt`: only wheels whose sha256 the
+//! lock lists install. Several test processes may start at once: a file lock serialises the install, and the
+//! finished tree is renamed into place, so no process sees half an install.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,14 @@ impl Flavor {
         match self {
             Flavor::Cpu => "onnxruntime",
             Flavor::Gpu => "onnxruntime-gpu",
+        }
+    }
+
+    /// The pinned requirement with the hash of every published wheel (`suite/locks/`).
+    pub fn lock(self) -> &'static str {
+        match self {
+            Flavor::Cpu => include_str!("../locks/onnxruntime-1.31.1.txt"),
+            Flavor::Gpu => include_str!("../locks/onnxruntime-gpu-1.31.1.txt"),
         }
     }
 }
@@ -93,36 +102,59 @@ fn install(flavor: Flavor, cache: &Path) -> Result<()> {
         return Ok(());
     }
     let staging = parent.join(format!(".staging-{}-{}", flavor.package(), std::process::id()));
-    let _ = fs::remove_dir_all(&staging);
-    let requirement = format!("{}=={ORT_VERSION}", flavor.package());
-    eprintln!("mobius-conformance: installing {requirement} into {} (first run only)", cache.display());
+    eprintln!("mobius-conformance: installing {}=={ORT_VERSION} into {} (first run only)", flavor.package(), cache.display());
+    install_locked(flavor.lock(), &staging)?;
+    if cache.exists() {
+        fs::remove_dir_all(cache).at(cache.display())?;
+    }
+    fs::rename(&staging, cache).at(format!("moving {} to {}", staging.display(), cache.display()))?;
+    Ok(())
+}
+
+/// `pip install --require-hashes --no-deps --target dest -r <lock>`: only the exact bytes the lock names install.
+pub fn install_locked(lock: &str, dest: &Path) -> Result<()> {
+    let requirement =
+        lock.lines().find(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty()).unwrap_or("?").trim_end_matches([' ', '\\']);
+    let _ = fs::remove_dir_all(dest);
+    let parent = dest.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(parent).at(parent.display())?;
+    let lock_file = parent.join(format!(".lock-{}.txt", std::process::id()));
+    fs::write(&lock_file, lock).at(lock_file.display())?;
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let output = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:", "--target"])
-        .arg(&staging)
-        .arg(&requirement)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--require-hashes",
+            "--target",
+        ])
+        .arg(dest)
+        .arg("-r")
+        .arg(&lock_file)
         .output();
+    let _ = fs::remove_file(&lock_file);
     let output = match output {
         Ok(o) => o,
         Err(e) => bail!(
             "could not run `{python} -m pip` to install {requirement}: {e}. Install Python 3 with pip \
-             (e.g. `apt-get install python3-pip`), or download the {requirement} wheel yourself and set \
+             (e.g. `apt-get install python3-pip`), or download the wheel yourself and set \
              ORT_DYLIB_PATH to its onnxruntime/capi/libonnxruntime.so.{ORT_VERSION}"
         ),
     };
     if !output.status.success() {
-        let _ = fs::remove_dir_all(&staging);
+        let _ = fs::remove_dir_all(dest);
         bail!(
-            "`{python} -m pip install {requirement}` failed ({}):\n{}{}\nIf pip is missing, install it (`apt-get install python3-pip`) \
-             or set ORT_DYLIB_PATH to an existing libonnxruntime.so.{ORT_VERSION}",
+            "`{python} -m pip install --require-hashes {requirement}` failed ({}):\n{}{}\nIf pip is missing, install it \
+             (`apt-get install python3-pip`) or set ORT_DYLIB_PATH to an existing libonnxruntime.so.{ORT_VERSION}",
             output.status,
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    if cache.exists() {
-        fs::remove_dir_all(cache).at(cache.display())?;
-    }
-    fs::rename(&staging, cache).at(format!("moving {} to {}", staging.display(), cache.display()))?;
     Ok(())
 }

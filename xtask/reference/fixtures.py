@@ -40,6 +40,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -77,6 +78,7 @@ COMMON = dict(
 #    raw top logits of ~2.7 that the cap still bends by ~0.5.
 NORM_STD = 0.1
 MIN_MARGIN = 0.1
+MIN_CLAMP_MOVE = 1e-2  # each Gemma-4 clamp, switched off alone, must move its tower's features this much
 GEN_TOKENS = 16
 
 
@@ -206,8 +208,7 @@ def _gemma4_mm(tie):
 
 
 MM_MODELS = {
-    MM_NAME: dict(config=_gemma4_mm, seed=24, init_std=0.1, embed_std=0.3, final_norm_scale=0.35,
-                  head_perm=(0.5, 0.5)),
+    MM_NAME: dict(config=_gemma4_mm, tie=True, seed=24, init_std=0.1, embed_std=0.3, final_norm_scale=0.35),
 }
 
 ONNX_FLAVOURS = {"default-f32": "default", "cpu-f32": "cpu"}
@@ -362,9 +363,11 @@ def check_design(name, model, tok_dir):
         raise SystemExit(f"{name}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
 
 
-def mobius_build(root, hf_rel, out_rel, ep):
+def mobius_build(root, hf_rel, out_rel, ep, keep_all=False):
     """mobius build of root/hf_rel into root/out_rel. Runs inside `root` with relative paths: mobius
-    names the ONNX graph after the --config path, so absolute paths would leak into model.onnx."""
+    names the ONNX graph after the --config path, so absolute paths would leak into model.onnx.
+    keep_all: keep everything mobius writes (the multimodal package: sub-model folders and the
+    processor files that genai_config.json names)."""
     cmd = [sys.executable, "-m", "mobius", "build", "--config", hf_rel, out_rel,
            "--runtime", "ort-genai", "--ep", ep]
     t0 = time.time()
@@ -376,7 +379,7 @@ def mobius_build(root, hf_rel, out_rel, ep):
     # Keep what a runtime needs: the graph, its external data, genai_config and tokenizer files.
     keep_prefix = ("model.onnx", "genai_config.json", *TOKENIZER_FILES)
     for f in sorted(os.listdir(out_dir)):
-        if not f.startswith(keep_prefix):
+        if not keep_all and not f.startswith(keep_prefix):
             p = os.path.join(out_dir, f)
             log(f"  dropping {p}")
             shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
@@ -433,6 +436,200 @@ def build_broken(out_root):
 
 
 # --------------------------------------------------------------------------------------------
+# multimodal (gemma4-mm-tiny)
+
+
+def _goldens():
+    """goldens.py (next to this file): the multimodal encode / greedy path the goldens use."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import goldens
+
+    return goldens
+
+
+def media_path(out_root, kind):
+    p = os.path.join(out_root, MEDIA_DIR, MEDIA[kind])
+    if not os.path.isfile(p):
+        raise SystemExit(f"{MM_NAME} needs the real {kind} {p} (committed under fixtures/{MEDIA_DIR}/; "
+                         f"nothing is downloaded)")
+    return p
+
+
+def make_processor(tok_dir):
+    from transformers import (AutoTokenizer, Gemma4AudioFeatureExtractor, Gemma4ImageProcessor, Gemma4Processor,
+                              Gemma4VideoProcessor)
+
+    return Gemma4Processor(
+        feature_extractor=Gemma4AudioFeatureExtractor(),  # 128 mel bins, 16 kHz, 20 ms / 10 ms (defaults)
+        image_processor=Gemma4ImageProcessor(max_soft_tokens=MM_IMAGE_SOFT_TOKENS),
+        video_processor=Gemma4VideoProcessor(max_soft_tokens=MM_IMAGE_SOFT_TOKENS),
+        tokenizer=AutoTokenizer.from_pretrained(tok_dir),
+        chat_template=MM_CHAT_TEMPLATE,
+        image_seq_length=MM_IMAGE_SOFT_TOKENS,
+    )
+
+
+def mm_encode(processor, out_root, modality):
+    """The processor's inputs for MM_PROMPTS[modality] on the real media (as goldens.py builds them)."""
+    G = _goldens()
+    kinds, text = MM_PROMPTS[modality]
+    images = [G.load_image(media_path(out_root, "image"))] if "image" in kinds else []
+    sr = processor.feature_extractor.sampling_rate
+    audio = [G.load_audio(media_path(out_root, "audio"), sr)] if "audio" in kinds else []
+    return G.mm_encode(processor, text, images, audio)
+
+
+def clippable_linears(model):
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4ClippableLinear
+
+    clips = {n: m for n, m in model.named_modules() if isinstance(m, Gemma4ClippableLinear)}
+    if not clips or not all(m.use_clipped_linears for m in clips.values()):
+        raise SystemExit("expected Gemma4ClippableLinear layers with use_clipped_linears in both towers")
+    return clips
+
+
+def encoder_features(model, enc):
+    """(image features, audio features) of HF for a processed prompt (both present in `enc`)."""
+    with torch.no_grad():
+        img = model.model.get_image_features(enc["pixel_values"], enc["image_position_ids"]).pooler_output
+        o = model.model.get_audio_features(enc["input_features"], enc["input_features_mask"])
+    return img, o.pooler_output[o.attention_mask]
+
+
+def calibrate_clamps(model, enc):
+    """Give every ClippableLinear finite input/output bounds at CLIP_PERCENTILES of what it sees on
+    `enc` (image+audio), in forward order: each clamp is calibrated with every upstream clamp already
+    on (calibrating all of them from one unclamped pass leaves some clipping nothing). Vision
+    padding patches do not count."""
+    clips = clippable_linears(model)
+    valid = ~(enc["image_position_ids"][0] == -1).all(-1)
+    qs = list(CLIP_PERCENTILES)
+    done = {}
+
+    def pct(n, x):
+        if ".vision_tower." in n:
+            x = x[:, valid]
+        lo, hi = np.percentile(x.detach().double().reshape(-1).numpy(), qs)
+        return float(lo), float(hi)
+
+    def pre(n):
+        def hook(mod, args):
+            if n not in done:
+                lo, hi = pct(n, args[0])
+                mod.input_min.fill_(lo)
+                mod.input_max.fill_(hi)
+                done[n] = 1
+        return hook
+
+    def post(n):
+        def hook(mod, args, output):
+            if done[n] == 1:  # the first call ran with +-inf output bounds
+                lo, hi = pct(n, output)
+                mod.output_min.fill_(lo)
+                mod.output_max.fill_(hi)
+                done[n] = 2
+                return torch.clamp(output, mod.output_min, mod.output_max)
+        return hook
+
+    hooks = [h for n, m in clips.items() for h in (m.register_forward_pre_hook(pre(n)), m.register_forward_hook(post(n)))]
+    try:
+        encoder_features(model, enc)
+    finally:
+        for h in hooks:
+            h.remove()
+    if sorted(done) != sorted(clips) or set(done.values()) != {2}:
+        raise SystemExit(f"clamp calibration reached {len(done)} of {len(clips)} clippable linears")
+    for m in clips.values():
+        bounds = [float(getattr(m, k)) for k in ("input_min", "input_max", "output_min", "output_max")]
+        assert all(np.isfinite(bounds)) and bounds[0] < bounds[1] and bounds[2] < bounds[3], bounds
+    return clips
+
+
+def check_clamps_bite(model, enc, clips):
+    """Every clamp matters: switching any one of them off moves the encoder features."""
+    base = encoder_features(model, enc)
+    moves = {}
+    for n, m in clips.items():
+        saved = [getattr(m, k).clone() for k in ("input_min", "input_max", "output_min", "output_max")]
+        for k, v in (("input_min", -1), ("input_max", 1), ("output_min", -1), ("output_max", 1)):
+            getattr(m, k).fill_(v * float("inf"))
+        try:
+            alt = encoder_features(model, enc)
+        finally:
+            for k, v in zip(("input_min", "input_max", "output_min", "output_max"), saved):
+                getattr(m, k).copy_(v)
+        tower = 0 if ".vision_tower." in n else 1
+        moves[n] = float((alt[tower] - base[tower]).abs().max())
+    weakest = min(moves, key=moves.get)
+    log(f"  clamps: {len(clips)} ({sum('.vision_tower.' in n for n in clips)} vision), switching one off moves "
+        f"its tower's features by {min(moves.values()):.3g} ({weakest}) .. {max(moves.values()):.3g}")
+    if moves[weakest] < MIN_CLAMP_MOVE:
+        raise SystemExit(f"clamp {weakest} barely bites: {moves[weakest]:.3g} < {MIN_CLAMP_MOVE}")
+    return moves
+
+
+def check_design_mm(name, hf_dir, out_root):
+    """HF greedy runs of the saved fixture (model + processor) on the three design prompts: every
+    golden far from ties, no EOS, no collapse into one repeated token."""
+    from transformers import AutoProcessor
+
+    G = _goldens()
+    processor = AutoProcessor.from_pretrained(hf_dir)
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    worst = None
+    for modality in MM_PROMPTS:
+        enc = mm_encode(processor, out_root, modality)
+        prefill, generated, steps = G.greedy(model, enc, GEN_TOKENS, [EOS_ID], PAD_ID)
+        top2 = steps.topk(2, dim=-1).values
+        margins = top2[:, 0] - top2[:, 1]
+        tokens = generated.tolist()
+        ids = enc["input_ids"][0].tolist()
+        log(f"  design check {modality}: prompt {len(ids)} tokens ({ids.count(MM_TOKEN_IDS['image_token_id'])} "
+            f"image, {ids.count(MM_TOKEN_IDS['audio_token_id'])} audio), min top1-top2 margin "
+            f"{float(margins.min()):.4f} (step {int(margins.argmin())}), |logit| <= {float(steps.abs().max()):.2f}, "
+            f"{len(set(tokens))} distinct of {len(tokens)} tokens {tokens}")
+        if len(tokens) < GEN_TOKENS or EOS_ID in tokens:
+            raise SystemExit(f"{name} {modality}: generation hit EOS: {tokens}")
+        if float(margins.min()) < MIN_MARGIN:
+            raise SystemExit(f"{name} {modality}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
+        if len(set(tokens)) < GEN_TOKENS // 2:
+            raise SystemExit(f"{name} {modality}: tokens collapse: {tokens}")
+        worst = min(worst or 1e9, float(margins.min()))
+    return worst
+
+
+def build_mm_model(name, out_root):
+    final = os.path.join(out_root, name)
+    stage = os.path.join(out_root, f".stage-{name}")
+    shutil.rmtree(stage, ignore_errors=True)
+    hf_dir = os.path.join(stage, "hf")
+    with tempfile.TemporaryDirectory(prefix="mm-tokenizer-") as tmp:
+        build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
+        processor = make_processor(tmp)
+    model = make_model(name)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"{name}: {model.config.model_type}, {n_params} params")
+    enc = mm_encode(processor, out_root, "image+audio")
+    clips = calibrate_clamps(model, enc)
+    check_clamps_bite(model, enc, clips)
+    os.makedirs(hf_dir)
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    processor.save_pretrained(hf_dir)
+    keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
+            "processor_config.json", "chat_template.jinja"}
+    if set(os.listdir(hf_dir)) != keep:
+        raise SystemExit(f"{name}: unexpected files from save_pretrained: {sorted(os.listdir(hf_dir))}")
+    normalize_modes(hf_dir)
+    check_design_mm(name, hf_dir, out_root)
+    for flavour, ep in ONNX_FLAVOURS.items():
+        mobius_build(stage, "hf", f"onnx/{flavour}", ep, keep_all=True)
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(stage, final)
+
+
+# --------------------------------------------------------------------------------------------
 # manifest
 
 
@@ -471,7 +668,7 @@ def write_manifest(out_root):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="fixtures directory (created if missing)")
-    names = ["tokenizer", *MODELS, BROKEN]
+    names = ["tokenizer", *MODELS, BROKEN, *MM_MODELS]
     ap.add_argument("--only", nargs="+", choices=names, metavar="NAME",
                     help=f"build only these ({', '.join(names)})")
     args = ap.parse_args(argv)
@@ -492,6 +689,9 @@ def main(argv=None):
             build_model(name, out)
     if BROKEN in sel:
         build_broken(out)
+    for name in MM_MODELS:
+        if name in sel:
+            build_mm_model(name, out)
     write_manifest(out)
     log(f"done in {time.time() - t0:.1f}s")
 
