@@ -1,33 +1,16 @@
 //! The same trials give the same verdicts and the same reported numbers, run after run and at any parallelism.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::runtime::Device;
 use mobius_conformance::trial::{self, Suite, TrialSpec};
 
-type Row = (String, String, String, Option<u64>, Option<usize>);
+type Row = (String, &'static str, String, Option<u64>, Option<usize>);
 
-/// Runs every trial on `threads` workers; rows sorted by trial name.
 fn run(suite: &Suite, plan: &[TrialSpec], threads: usize) -> Vec<Row> {
-    let rows = Mutex::new(Vec::new());
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                while let Some(spec) = plan.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let o = trial::run(suite, spec, Device::Cpu);
-                    let row =
-                        (spec.name.clone(), o.status.name().to_string(), o.message, o.max_abs_diff.map(f64::to_bits), o.first_divergence);
-                    rows.lock().unwrap().push(row);
-                }
-            });
-        }
-    });
-    let mut rows = rows.into_inner().unwrap();
-    rows.sort();
-    rows
+    trial::run_parallel(suite, plan, Device::Cpu, threads, |_| {})
+        .into_iter()
+        .map(|f| (f.name, f.outcome.status.name(), f.outcome.message, f.outcome.max_abs_diff.map(f64::to_bits), f.outcome.first_divergence))
+        .collect()
 }
 
 #[test]

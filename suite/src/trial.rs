@@ -189,6 +189,43 @@ impl Outcome {
     }
 }
 
+/// A finished trial, with how long it took.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub name: String,
+    pub outcome: Outcome,
+    pub seconds: f64,
+}
+
+/// Runs `plan` on `threads` workers (sessions are shared between them), calling `on_done` as each trial ends.
+/// Returns every result, sorted by trial name.
+pub fn run_parallel(
+    suite: &Suite,
+    plan: &[TrialSpec],
+    device: Device,
+    threads: usize,
+    on_done: impl Fn(&Finished) + Sync,
+) -> Vec<Finished> {
+    let done = std::sync::Mutex::new(Vec::with_capacity(plan.len()));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                while let Some(spec) = plan.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    let t0 = std::time::Instant::now();
+                    let outcome = run(suite, spec, device);
+                    let f = Finished { name: spec.name.clone(), outcome, seconds: t0.elapsed().as_secs_f64() };
+                    on_done(&f);
+                    done.lock().unwrap_or_else(|p| p.into_inner()).push(f);
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    done.sort_by(|a, b| a.name.cmp(&b.name));
+    done
+}
+
 /// Which execution provider runs a variant on `device`, or why it cannot run here.
 pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, String> {
     match (ep, device) {

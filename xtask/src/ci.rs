@@ -3,19 +3,11 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Outcome, Status, Suite};
-
-struct Row {
-    name: String,
-    outcome: Outcome,
-    seconds: f64,
-}
+use mobius_conformance::trial::{self, Finished as Row, Status, Suite};
 
 pub fn ci(args: &[String]) -> Result<(), String> {
     let mut out: Option<PathBuf> = None;
@@ -35,25 +27,11 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     let suite = Suite::open(&root);
     let plan: Vec<_> =
         suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
-    let rows: Mutex<Vec<Row>> = Mutex::new(Vec::with_capacity(plan.len()));
-    let next = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let started = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                while let Some(spec) = plan.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let t0 = Instant::now();
-                    let outcome = trial::run(&suite, spec, device);
-                    let row = Row { name: spec.name.clone(), outcome, seconds: t0.elapsed().as_secs_f64() };
-                    println!("{:<10} {} ({:.2}s)", row.outcome.status.name(), row.name, row.seconds);
-                    rows.lock().unwrap().push(row);
-                }
-            });
-        }
+    let rows = trial::run_parallel(&suite, &plan, device, threads, |f| {
+        println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds);
     });
-    let mut rows = rows.into_inner().unwrap();
-    rows.sort_by(|a, b| a.name.cmp(&b.name));
     let wall = started.elapsed().as_secs_f64();
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let write = |name: &str, text: String| std::fs::write(out.join(name), text).map_err(|e| format!("{}: {e}", out.join(name).display()));
