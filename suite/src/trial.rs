@@ -160,6 +160,16 @@ impl Status {
     }
 }
 
+impl From<Verdict> for Status {
+    fn from(v: Verdict) -> Status {
+        match v {
+            Verdict::Pass => Status::Pass,
+            Verdict::Ambiguous => Status::Ambiguous,
+            Verdict::Fail => Status::Fail,
+        }
+    }
+}
+
 /// A trial's result: its status, the message a person reads, and the numbers a summary table shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -355,14 +365,12 @@ impl Trial<'_> {
         let Some(prompt) = self.case.prompt() else {
             return Err(Error::new(format!("{}: field `inputs.prompts` is empty; a text case needs one prompt", self.case.file)));
         };
-        let tok_dir = match self.case.tokenizer_location(&self.suite.root) {
-            Some(l) => l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
-            None => package.clone(),
-        };
-        let field = if self.case.tokenizer_location(&self.suite.root).is_some() {
-            "field `tokenizer` (or `reference`)"
-        } else {
-            "the package's tokenizer"
+        let (tok_dir, field) = match self.case.tokenizer_location(&self.suite.root) {
+            Some(l) => (
+                l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
+                "field `tokenizer` (or `reference`)",
+            ),
+            None => (package.clone(), "the package's tokenizer"),
         };
         let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: {field}", self.case.file)))?;
         let inputs = Inputs::from_token_ids(&tokenizer.encode(prompt)?);
@@ -397,12 +405,13 @@ impl Trial<'_> {
                 let got = generate::prefill(&decoder, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
                 let max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
-                let status = match r.verdict {
-                    Verdict::Pass => Status::Pass,
-                    Verdict::Ambiguous => Status::Ambiguous,
-                    Verdict::Fail => Status::Fail,
-                };
-                Ok(Outcome { status, message: report::prefill(&ctx, &r), max_abs_diff, first_divergence: None, snapshot: None })
+                Ok(Outcome {
+                    status: r.verdict.into(),
+                    message: report::prefill(&ctx, &r),
+                    max_abs_diff,
+                    first_divergence: None,
+                    snapshot: None,
+                })
             }
             Level::L5 => {
                 let golden = GenerationGolden::load(golden_path)?;
@@ -419,50 +428,42 @@ impl Trial<'_> {
                     None
                 };
                 let r = verdict::judge_generation(&got, &golden, forced.as_deref(), &tol);
-                let first_divergence = r.first_divergence.as_ref().map(|d| d.index);
-                let mut message = report::generation(&ctx, &r);
-                let status = match r.verdict {
-                    Verdict::Pass => Status::Pass,
-                    Verdict::Ambiguous => Status::Ambiguous,
-                    Verdict::Fail => Status::Fail,
+                let outcome = Outcome {
+                    status: r.verdict.into(),
+                    message: report::generation(&ctx, &r),
+                    max_abs_diff: None,
+                    first_divergence: r.first_divergence.as_ref().map(|d| d.index),
+                    snapshot: None,
                 };
-                let snap_dir = golden_path.parent().unwrap_or(&self.suite.goldens_dir).join("snapshots");
-                let snap_name = format!(
-                    "{}__{}__{}__{}__L5",
-                    self.case.name,
-                    self.modality.name().replace('+', "_"),
-                    self.variant.ep,
-                    self.variant.dtype
-                );
-                let committed = snapshot::path(&snap_dir, &snap_name).is_file();
-                // An expected failure needs no review: its reason is already written down in the case.
-                let expected_to_fail =
-                    spec.xfail.as_ref().is_some_and(|x| x.applies(self.modality, self.variant.ep, self.variant.dtype, self.level));
-                let mut rendered = None;
-                let status = if (status == Status::Fail && !expected_to_fail) || committed {
-                    let content = snapshot::render(self.name, &r, &golden, &token, &text);
+                Ok(self.review_snapshot(outcome, golden_path, || {
                     let l4 = paths.prefill.is_file().then(|| self.l4_note(&paths.prefill, &free.prefill_logits, &tol)).flatten();
-                    let description = format!("{}\n{}", self.name, l4.unwrap_or_default());
-                    let verdict = snapshot::assert(&snap_dir, &snap_name, &content, &description, &self.suite.root);
-                    let status = match verdict {
-                        Ok(()) => {
-                            let shown = self.rel(&snapshot::path(&snap_dir, &snap_name));
-                            message = format!("{message}  accepted: the stream equals the reviewed snapshot {shown}\n");
-                            Status::Accepted
-                        }
-                        Err(e) => {
-                            message = format!("{message}  {e}\n  snapshot:\n{}", indent(&content, "    "));
-                            Status::Fail
-                        }
-                    };
-                    rendered = Some(content);
-                    status
-                } else {
-                    status
-                };
-                Ok(Outcome { status, message, max_abs_diff: None, first_divergence, snapshot: rendered })
+                    (snapshot::render(self.name, &r, &golden, &token, &text), format!("{}\n{}", self.name, l4.unwrap_or_default()))
+                }))
             }
         }
+    }
+
+    /// A failing stream, or one with a committed snapshot, is judged by its snapshot: equal to the reviewed one, it
+    /// passes as ACCEPTED; otherwise it fails, and insta leaves a `.snap.new` to review (not under CI). An expected
+    /// failure needs no review: its reason is already written in the case. `render` gives (content, description).
+    fn review_snapshot(&self, o: Outcome, golden_path: &Path, render: impl FnOnce() -> (String, String)) -> Outcome {
+        let dir = golden_path.parent().unwrap_or(&self.suite.goldens_dir).join("snapshots");
+        let v = self.variant;
+        let name = format!("{}__{}__{}__{}__{}", self.case.name, self.modality.name().replace('+', "_"), v.ep, v.dtype, self.level);
+        let committed = snapshot::path(&dir, &name).is_file();
+        let expected_to_fail = self.case.spec.xfail.as_ref().is_some_and(|x| x.applies(self.modality, v.ep, v.dtype, self.level));
+        if !committed && (o.status != Status::Fail || expected_to_fail) {
+            return o;
+        }
+        let (content, description) = render();
+        let (status, message) = match snapshot::assert(&dir, &name, &content, &description, &self.suite.root) {
+            Ok(()) => {
+                let shown = self.rel(&snapshot::path(&dir, &name));
+                (Status::Accepted, format!("{}  accepted: the stream equals the reviewed snapshot {shown}\n", o.message))
+            }
+            Err(e) => (Status::Fail, format!("{}  {e}\n  snapshot:\n{}", o.message, indent(&content, "    "))),
+        };
+        Outcome { status, message, snapshot: Some(content), ..o }
     }
 
     /// The L4 numbers of this stream's prefill, for the snapshot's description.
