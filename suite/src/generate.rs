@@ -1,8 +1,14 @@
 //! Prefill and greedy generation with the KV cache, over a [`Decoder`].
 
-use crate::error::{Result, bail};
+use std::sync::Arc;
+
+use ort::session::SessionInputValue;
+use ort::value::{DynValue, Tensor};
+
+use crate::error::{Error, Result, bail};
 use crate::logits::{TopK, argmax};
-use crate::runtime::Decoder;
+use crate::package::Component;
+use crate::runtime::{Decoder, Encoder, StepInput};
 
 /// Rejects logits a verdict cannot reason about, naming where the first bad value is.
 pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
@@ -13,10 +19,52 @@ pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
     Ok(())
 }
 
+/// Turns token ids into what the decoder takes: the ids themselves, or embeddings from the package's embedding
+/// session, with the media features on the prompt step only.
+pub enum Front<'a> {
+    Ids,
+    Embedding(&'a Embedder),
+}
+
+/// The embedding session of a multimodal package, and the media features of the prompt.
+pub struct Embedder {
+    pub session: Arc<Encoder>,
+    pub component: Component,
+    /// Encoder outputs [tokens, hidden]; `None` for an absent modality (fed as an empty [0, hidden] tensor).
+    pub image_features: Option<DynValue>,
+    pub audio_features: Option<DynValue>,
+    pub hidden: i64,
+}
+
+impl Front<'_> {
+    pub fn input(&self, ids: &[i64], prompt_step: bool) -> Result<StepInput> {
+        let Front::Embedding(e) = self else { return Ok(StepInput::Ids(ids.to_vec())) };
+        let c = &e.component;
+        let model = e.session.model.display();
+        let tensor_err = |err: ort::Error| Error::new(format!("{model}: {err}"));
+        let empty = || Tensor::<f32>::from_array(([0, e.hidden], Vec::<f32>::new())).map(|t| t.into_dyn()).map_err(tensor_err);
+        let (empty_image, empty_audio) = (empty()?, empty()?);
+        fn media<'v>(f: &'v Option<DynValue>, fallback: &'v DynValue, prompt_step: bool) -> SessionInputValue<'v> {
+            f.as_ref().filter(|_| prompt_step).unwrap_or(fallback).into()
+        }
+        let feeds = vec![
+            (
+                c.input("input_ids").to_string(),
+                Tensor::<i64>::from_array(([1, ids.len() as i64], ids.to_vec())).map_err(tensor_err)?.into(),
+            ),
+            (c.input("image_features").to_string(), media(&e.image_features, &empty_image, prompt_step)),
+            (c.input("audio_features").to_string(), media(&e.audio_features, &empty_audio, prompt_step)),
+        ];
+        let mut out = e.session.run(feeds, &[c.output("inputs_embeds"), c.output("per_layer_inputs")])?.into_iter();
+        let (embeds, per_layer) = (out.next().expect("asked for two outputs"), out.next());
+        Ok(StepInput::Embeds { embeds, per_layer, len: ids.len() })
+    }
+}
+
 /// Last-position logits of a prefill over `ids`.
-pub fn prefill(decoder: &Decoder, ids: &[i64]) -> Result<Vec<f32>> {
+pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>> {
     let mut cache = decoder.new_cache()?;
-    let out = decoder.step(ids, &mut cache)?;
+    let out = decoder.step(front.input(ids, true)?, &mut cache)?;
     check_finite(&out.last_logits, 0).map_err(|e| e.context(decoder.model.display()))?;
     Ok(out.last_logits)
 }
@@ -48,9 +96,16 @@ impl Generated {
 /// Greedy decoding: up to `max_new_tokens`, stopping after an EOS token (which is kept, as Hugging Face does).
 /// With `forced`, the given tokens are fed back instead of the package's choices (teacher forcing), and the run
 /// lasts exactly `forced.len()` steps, so every step can be compared with the reference's.
-pub fn greedy(decoder: &Decoder, prompt: &[i64], max_new_tokens: usize, eos: &[i64], forced: Option<&[i64]>) -> Result<Generated> {
+pub fn greedy(
+    decoder: &Decoder,
+    front: &Front,
+    prompt: &[i64],
+    max_new_tokens: usize,
+    eos: &[i64],
+    forced: Option<&[i64]>,
+) -> Result<Generated> {
     let mut cache = decoder.new_cache()?;
-    let mut logits = decoder.step(prompt, &mut cache)?.last_logits;
+    let mut logits = decoder.step(front.input(prompt, true)?, &mut cache)?.last_logits;
     let model = decoder.model.display();
     check_finite(&logits, 0).map_err(|e| e.context(&model))?;
     let prefill_logits = logits.clone();
@@ -65,8 +120,33 @@ pub fn greedy(decoder: &Decoder, prompt: &[i64], max_new_tokens: usize, eos: &[i
         if i + 1 == limit || (forced.is_none() && eos.contains(&next)) {
             break;
         }
-        logits = decoder.step(&[next], &mut cache)?.last_logits;
+        logits = decoder.step(front.input(&[next], false)?, &mut cache)?.last_logits;
         check_finite(&logits, i + 1).map_err(|e| e.context(&model))?;
     }
     Ok(Generated { tokens, steps, prefill_logits })
+}
+
+/// Runs a package's vision encoder: `pixel_values` as stored (uint8, the processor's [0, 1] values times 255, which
+/// is exact) with shape [1, patches, 3 * patch^2], and `pixel_position_ids` [1, patches, 2].
+pub fn encode_image(vision: &Encoder, c: &Component, pixels: (&[i64], &[u8]), positions: (&[i64], &[i64])) -> Result<DynValue> {
+    let err = |e: ort::Error| Error::new(format!("{}: {e}", vision.model.display()));
+    let scaled: Vec<f32> = pixels.1.iter().map(|&p| p as f32 / 255.0).collect();
+    let feeds = vec![
+        (c.input("pixel_values").to_string(), Tensor::<f32>::from_array((pixels.0.to_vec(), scaled)).map_err(err)?.into()),
+        (
+            c.input("pixel_position_ids").to_string(),
+            Tensor::<i64>::from_array((positions.0.to_vec(), positions.1.to_vec())).map_err(err)?.into(),
+        ),
+    ];
+    Ok(vision.run(feeds, &[c.output("image_features")])?.remove(0))
+}
+
+/// Runs a package's audio encoder on log-mel `input_features` [1, frames, mels] and their mask [1, frames].
+pub fn encode_audio(audio: &Encoder, c: &Component, features: (&[i64], &[f32]), mask: (&[i64], &[bool])) -> Result<DynValue> {
+    let err = |e: ort::Error| Error::new(format!("{}: {e}", audio.model.display()));
+    let feeds = vec![
+        (c.input("audio_embeds").to_string(), Tensor::<f32>::from_array((features.0.to_vec(), features.1.to_vec())).map_err(err)?.into()),
+        (c.input("attention_mask").to_string(), Tensor::<bool>::from_array((mask.0.to_vec(), mask.1.to_vec())).map_err(err)?.into()),
+    ];
+    Ok(audio.run(feeds, &[c.output("audio_features")])?.remove(0))
 }

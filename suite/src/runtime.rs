@@ -65,11 +65,13 @@ impl fmt::Display for Provider {
 }
 
 /// A session made once, on first use; later users wait for it and share it (or its error).
-type SessionCell = Arc<OnceLock<std::result::Result<Arc<Decoder>, Error>>>;
+type SessionCell<T> = Arc<OnceLock<std::result::Result<Arc<T>, Error>>>;
+type Sessions<T> = Mutex<HashMap<(PathBuf, Provider), SessionCell<T>>>;
 
 struct Runtime {
     env: Environment,
-    sessions: Mutex<HashMap<(PathBuf, Provider), SessionCell>>,
+    decoders: Sessions<Decoder>,
+    encoders: Sessions<Encoder>,
 }
 
 static RUNTIME: OnceLock<std::result::Result<Runtime, Error>> = OnceLock::new();
@@ -83,7 +85,7 @@ fn runtime(flavor: Flavor) -> Result<&'static Runtime> {
                 .with_name("mobius-conformance")
                 .build()
                 .map_err(|e| Error::new(format!("creating the ONNX Runtime environment ({}): {e}", lib.display())))?;
-            Ok(Runtime { env, sessions: Mutex::new(HashMap::new()) })
+            Ok(Runtime { env, decoders: Mutex::new(HashMap::new()), encoders: Mutex::new(HashMap::new()) })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -107,21 +109,92 @@ fn create_session(env: &Environment, model: &Path, provider: Provider) -> Result
     b.commit_from_file(model).map_err(|e| fail("loading the model", &e))
 }
 
-/// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
-pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
-    let flavor = match provider {
+fn flavor(provider: Provider) -> Flavor {
+    match provider {
         Provider::Cpu => Flavor::Cpu,
         Provider::Cuda { .. } => Flavor::Gpu,
-    };
-    let rt = runtime(flavor)?;
-    let key = (model.to_path_buf(), provider);
-    let cell = rt.sessions.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().clone();
-    cell.get_or_init(|| {
+    }
+}
+
+/// The shared value for `key`, made by `make` the first time anyone asks.
+fn cached<T>(cache: &Sessions<T>, model: &Path, provider: Provider, make: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
+    let cell = cache.lock().unwrap_or_else(|p| p.into_inner()).entry((model.to_path_buf(), provider)).or_default().clone();
+    cell.get_or_init(|| make().map(Arc::new)).clone()
+}
+
+/// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
+pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
+    let rt = runtime(flavor(provider))?;
+    cached(&rt.decoders, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
         let io = DecoderIo::discover(&session).map_err(|e| e.context(model.display()))?;
-        Ok(Arc::new(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider }))
+        Ok(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider })
     })
-    .clone()
+}
+
+/// Any other session of a package (embedding, vision or audio encoder), shared like decoders.
+pub fn encoder(model: &Path, provider: Provider) -> Result<Arc<Encoder>> {
+    let rt = runtime(flavor(provider))?;
+    cached(&rt.encoders, model, provider, || {
+        let session = create_session(&rt.env, model, provider)?;
+        let ports = |outlets: &[ort::value::Outlet]| -> Vec<Port> {
+            outlets
+                .iter()
+                .map(|o| Port {
+                    name: o.name().to_string(),
+                    ty: o.dtype().tensor_type(),
+                    shape: o.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default(),
+                })
+                .collect()
+        };
+        let (inputs, outputs) = (ports(session.inputs()), ports(session.outputs()));
+        Ok(Encoder { session: Mutex::new(session), inputs, outputs, model: model.to_path_buf(), provider })
+    })
+}
+
+/// A session input or output as the model declares it (-1 for a dynamic dimension).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Port {
+    pub name: String,
+    pub ty: Option<TensorElementType>,
+    pub shape: Vec<i64>,
+}
+
+/// A non-decoder session: run once per input, outputs handed back whole.
+pub struct Encoder {
+    session: Mutex<Session>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+    pub model: PathBuf,
+    pub provider: Provider,
+}
+
+impl Encoder {
+    pub fn input(&self, name: &str) -> Result<&Port> {
+        self.inputs.iter().find(|p| p.name == name).ok_or_else(|| {
+            let have: Vec<&str> = self.inputs.iter().map(|p| p.name.as_str()).collect();
+            Error::new(format!("{}: no input `{name}` (inputs: {})", self.model.display(), have.join(", ")))
+        })
+    }
+
+    /// Runs with `feeds` (checked against the declared inputs: every input fed, element types equal, static
+    /// dimensions equal) and returns the named outputs.
+    pub fn run(&self, feeds: Vec<(String, ort::session::SessionInputValue<'_>)>, outputs: &[&str]) -> Result<Vec<DynValue>> {
+        let model = self.model.display();
+        for port in &self.inputs {
+            let Some((_, v)) = feeds.iter().find(|(n, _)| *n == port.name) else {
+                bail!("{model}: input `{}` was not fed", port.name);
+            };
+            let (ty, shape) = (v.dtype().tensor_type(), v.dtype().tensor_shape().map(|s| s.to_vec()).unwrap_or_default());
+            let dims_ok = shape.len() == port.shape.len() && shape.iter().zip(&port.shape).all(|(&g, &w)| w < 0 || g == w);
+            if ty != port.ty || !dims_ok {
+                bail!("{model}: input `{}` is {ty:?} {shape:?}, but the model declares {:?} {:?}", port.name, port.ty, port.shape);
+            }
+        }
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = session.run(feeds).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
+        outputs.iter().map(|&n| out.remove(n).ok_or_else(|| Error::new(format!("{model}: no output `{n}`")))).collect()
+    }
 }
 
 /// Element types the suite feeds and reads.
@@ -154,9 +227,20 @@ pub struct CacheLayer {
     pub head_dim: i64,
 }
 
+/// How the decoder takes its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenInput {
+    /// `input_ids` [batch, seq].
+    Ids,
+    /// `inputs_embeds` [batch, seq, hidden] from the package's embedding session, and `per_layer_inputs` when the
+    /// model has per-layer inputs (Gemma-4).
+    Embeds { per_layer: bool },
+}
+
 /// What the decoder takes and returns, read from the session itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecoderIo {
+    pub token_input: TokenInput,
     pub has_attention_mask: bool,
     pub has_position_ids: bool,
     pub cache: Vec<CacheLayer>,
@@ -173,9 +257,13 @@ impl DecoderIo {
             v.sort();
             v.join(", ")
         };
-        if !inputs.contains_key("input_ids") {
-            bail!("the decoder has no `input_ids` input (inputs: {}); only token-id decoders are supported here", listing());
-        }
+        let token_input = if inputs.contains_key("input_ids") {
+            TokenInput::Ids
+        } else if inputs.contains_key("inputs_embeds") {
+            TokenInput::Embeds { per_layer: inputs.contains_key("per_layer_inputs") }
+        } else {
+            bail!("the decoder has neither `input_ids` nor `inputs_embeds` (inputs: {})", listing());
+        };
         let Some(logits) = outputs.get("logits") else { bail!("the decoder has no `logits` output") };
         let logits_type = logits
             .tensor_type()
@@ -216,6 +304,7 @@ impl DecoderIo {
             cache.push(CacheLayer { past_key, past_value, present_key, present_value, kv_heads, head_dim });
         }
         Ok(DecoderIo {
+            token_input,
             has_attention_mask: inputs.contains_key("attention_mask"),
             has_position_ids: inputs.contains_key("position_ids"),
             cache,
@@ -237,6 +326,21 @@ pub struct Decoder {
 pub struct Cache {
     values: Vec<(DynValue, DynValue)>,
     pub len: usize,
+}
+
+/// The tokens of one forward call: ids, or their embeddings (from the package's embedding session).
+pub enum StepInput {
+    Ids(Vec<i64>),
+    Embeds { embeds: DynValue, per_layer: Option<DynValue>, len: usize },
+}
+
+impl StepInput {
+    fn len(&self) -> usize {
+        match self {
+            StepInput::Ids(ids) => ids.len(),
+            StepInput::Embeds { len, .. } => *len,
+        }
+    }
 }
 
 /// What one forward call returns: the last position's logits (as f32) and the grown cache.
@@ -272,13 +376,26 @@ impl Decoder {
     }
 
     /// Runs `ids` (batch 1) after `cache`, returns the last position's logits and advances the cache.
-    pub fn step(&self, ids: &[i64], cache: &mut Cache) -> Result<StepOutput> {
+    pub fn step(&self, input: StepInput, cache: &mut Cache) -> Result<StepOutput> {
         let model = self.model.display();
-        let t = ids.len() as i64;
+        let t = input.len() as i64;
         let total = cache.len as i64 + t;
-        let mut inputs: Vec<(String, ort::session::SessionInputValue<'_>)> = Vec::with_capacity(3 + 2 * cache.values.len());
+        let mut inputs: Vec<(String, ort::session::SessionInputValue<'_>)> = Vec::with_capacity(4 + 2 * cache.values.len());
         let err = ort_err(format!("{model}: building inputs"));
-        inputs.push(("input_ids".into(), Tensor::<i64>::from_array(([1, t], ids.to_vec())).map_err(&err)?.into()));
+        match (input, self.io.token_input) {
+            (StepInput::Ids(ids), TokenInput::Ids) => {
+                inputs.push(("input_ids".into(), Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?.into()));
+            }
+            (StepInput::Embeds { embeds, per_layer, .. }, TokenInput::Embeds { per_layer: wants }) => {
+                inputs.push(("inputs_embeds".into(), embeds.into()));
+                match (per_layer, wants) {
+                    (Some(p), true) => inputs.push(("per_layer_inputs".into(), p.into())),
+                    (None, false) => {}
+                    (_, wants) => bail!("{model}: the decoder {} `per_layer_inputs`", if wants { "needs" } else { "takes no" }),
+                }
+            }
+            (_, want) => bail!("{model}: the decoder takes {want:?}, but was fed the other kind of token input"),
+        }
         if self.io.has_attention_mask {
             inputs
                 .push(("attention_mask".into(), Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into()));

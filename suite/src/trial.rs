@@ -402,7 +402,7 @@ impl Trial<'_> {
                     return Err(stale(format!("{golden_file} {why} ({})", self.case.file)));
                 }
                 let reference = golden.full_logits(golden_path)?;
-                let got = generate::prefill(&decoder, inputs.input_ids())?;
+                let got = generate::prefill(&decoder, &generate::Front::Ids, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
                 let max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
                 Ok(Outcome {
@@ -420,10 +420,20 @@ impl Trial<'_> {
                 }
                 let eos = self.eos_ids(package);
                 let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
-                let free = generate::greedy(&decoder, inputs.input_ids(), max_new, &eos, None)?;
+                let free = generate::greedy(&decoder, &generate::Front::Ids, inputs.input_ids(), max_new, &eos, None)?;
                 let got = free.chosen();
                 let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
-                    Some(generate::greedy(&decoder, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens))?.chosen())
+                    Some(
+                        generate::greedy(
+                            &decoder,
+                            &generate::Front::Ids,
+                            inputs.input_ids(),
+                            max_new,
+                            &eos,
+                            Some(&golden.generated_tokens),
+                        )?
+                        .chosen(),
+                    )
                 } else {
                     None
                 };
