@@ -136,8 +136,8 @@ fn mobius_cases_and_tolerances_load_unchanged() {
     let plan = suite.plan();
     assert!(plan.len() >= 18, "{} trials", plan.len());
     for spec in &plan {
-        let TrialKind::Conformance { case, level, .. } = &spec.kind else { panic!("{} did not load", spec.name) };
-        let paths = suite.golden_paths(case);
+        let TrialKind::Conformance { case, level, modality, .. } = &spec.kind else { panic!("{} did not load", spec.name) };
+        let paths = suite.golden_paths(case, *modality);
         let golden = if *level == Level::L4 { &paths.prefill } else { &paths.generation };
         if golden.is_file() {
             match level {

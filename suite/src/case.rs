@@ -231,6 +231,11 @@ impl Modality {
         }
     }
 
+    /// The name in file names: `image_audio` for `image+audio`.
+    pub fn slug(self) -> String {
+        self.name().replace('+', "_")
+    }
+
     pub fn parse(s: &str) -> Option<Modality> {
         Some(match s {
             "text" => Modality::Text,

@@ -124,17 +124,27 @@ impl GenerationGolden {
     }
 }
 
-/// Paths of a case's goldens.
+/// Paths of a case's goldens (for one modality, when the case has several).
 #[derive(Debug, Clone)]
 pub struct GoldenPaths {
     pub prefill: PathBuf,
     pub generation: PathBuf,
+    /// Processed model inputs (token ids with expanded media tokens, pixel values, audio features), safetensors.
+    pub inputs: PathBuf,
+    /// The reference's encoder outputs (`image_features`, `audio_features`), safetensors.
+    pub features: PathBuf,
 }
 
 impl GoldenPaths {
-    pub fn new(goldens_dir: &Path, task_dir: &str, case: &str) -> GoldenPaths {
+    /// `stem` is the case name, or `<case>.<modality>` for a case that runs several modalities.
+    pub fn new(goldens_dir: &Path, task_dir: &str, stem: &str) -> GoldenPaths {
         let dir = if task_dir.is_empty() { goldens_dir.to_path_buf() } else { goldens_dir.join(task_dir) };
-        GoldenPaths { prefill: dir.join(format!("{case}.json")), generation: dir.join(format!("{case}_generation.json")) }
+        GoldenPaths {
+            prefill: dir.join(format!("{stem}.json")),
+            generation: dir.join(format!("{stem}_generation.json")),
+            inputs: dir.join(format!("{stem}.inputs.safetensors")),
+            features: dir.join(format!("{stem}.features.safetensors")),
+        }
     }
 
     pub fn sidecar(&self) -> PathBuf {

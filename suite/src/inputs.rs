@@ -55,13 +55,10 @@ impl Inputs {
     }
 
     pub fn input_ids(&self) -> &[i64] {
-        self.tensors
-            .iter()
-            .find_map(|t| match (&t.name[..], &t.data) {
-                ("input_ids", TensorData::I64(v)) => Some(&v[..]),
-                _ => None,
-            })
-            .unwrap_or(&[])
+        match self.get("input_ids").map(|t| &t.data) {
+            Some(TensorData::I64(v)) => v,
+            _ => &[],
+        }
     }
 
     /// `sha256:<hex>` over every tensor in name order: name, dtype, shape (i64 LE) and data (LE), NUL-separated.
@@ -88,5 +85,73 @@ impl Inputs {
             s.push_str(&format!("{b:02x}"));
         }
         s
+    }
+}
+
+impl TensorData {
+    fn safetensors_dtype(&self) -> safetensors::Dtype {
+        match self {
+            TensorData::I64(_) => safetensors::Dtype::I64,
+            TensorData::F32(_) => safetensors::Dtype::F32,
+            TensorData::U8(_) => safetensors::Dtype::U8,
+            TensorData::Bool(_) => safetensors::Dtype::BOOL,
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            TensorData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::U8(v) => v.clone(),
+            TensorData::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+        }
+    }
+
+    pub fn from_safetensors(dtype: safetensors::Dtype, b: &[u8]) -> Option<TensorData> {
+        Some(match dtype {
+            safetensors::Dtype::I64 => TensorData::I64(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()),
+            safetensors::Dtype::F32 => TensorData::F32(b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()),
+            safetensors::Dtype::U8 => TensorData::U8(b.to_vec()),
+            safetensors::Dtype::BOOL => TensorData::Bool(b.iter().map(|&x| x != 0).collect()),
+            _ => return None,
+        })
+    }
+}
+
+impl Inputs {
+    pub fn get(&self, name: &str) -> Option<&NamedTensor> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// Reads tensors from safetensors bytes (int64, float32, uint8 and bool); `file` names the source in errors.
+    pub fn from_safetensors(file: &str, bytes: &[u8]) -> crate::Result<Inputs> {
+        let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| crate::Error::new(format!("{file}: {e}")))?;
+        let mut names: Vec<&str> = st.names().into_iter().collect();
+        names.sort();
+        let tensors = names
+            .into_iter()
+            .map(|name| {
+                let t = st.tensor(name).map_err(|e| crate::Error::new(format!("{file}: tensor `{name}`: {e}")))?;
+                let data = TensorData::from_safetensors(t.dtype(), t.data()).ok_or_else(|| {
+                    crate::Error::new(format!("{file}: tensor `{name}` is {:?}; expected I64, F32, U8 or BOOL", t.dtype()))
+                })?;
+                Ok(NamedTensor { name: name.to_string(), shape: t.shape().iter().map(|&d| d as i64).collect(), data })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(Inputs { tensors })
+    }
+
+    pub fn to_safetensors(&self) -> crate::Result<Vec<u8>> {
+        let bytes: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = self
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.data.safetensors_dtype(), t.shape.iter().map(|&d| d as usize).collect(), t.data.bytes()))
+            .collect();
+        let views = bytes
+            .iter()
+            .map(|(n, d, s, b)| safetensors::tensor::TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v)))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| crate::Error::new(e.to_string()))?;
+        safetensors::serialize(views, None).map_err(|e| crate::Error::new(e.to_string()))
     }
 }

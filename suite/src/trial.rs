@@ -67,8 +67,10 @@ impl Suite {
             .collect()
     }
 
-    pub fn golden_paths(&self, case: &Case) -> GoldenPaths {
-        GoldenPaths::new(&self.goldens_dir, &case.task_dir, &case.name)
+    /// A case with one modality keeps mobius' names (`<case>.json`); with several, each has `<case>.<modality>.json`.
+    pub fn golden_paths(&self, case: &Case, modality: Modality) -> GoldenPaths {
+        let stem = if case.modalities().len() > 1 { format!("{}.{}", case.name, modality.slug()) } else { case.name.clone() };
+        GoldenPaths::new(&self.goldens_dir, &case.task_dir, &stem)
     }
 
     /// All trials, sorted by name.
@@ -344,7 +346,7 @@ impl Trial<'_> {
             Location::Local(p) => p.clone(),
         };
         let package = &package;
-        let paths = self.suite.golden_paths(self.case);
+        let paths = self.suite.golden_paths(self.case, self.modality);
         let golden_path = match self.level {
             Level::L4 => &paths.prefill,
             Level::L5 => &paths.generation,
@@ -459,7 +461,7 @@ impl Trial<'_> {
     fn review_snapshot(&self, o: Outcome, golden_path: &Path, render: impl FnOnce() -> (String, String)) -> Outcome {
         let dir = golden_path.parent().unwrap_or(&self.suite.goldens_dir).join("snapshots");
         let v = self.variant;
-        let name = format!("{}__{}__{}__{}__{}", self.case.name, self.modality.name().replace('+', "_"), v.ep, v.dtype, self.level);
+        let name = format!("{}__{}__{}__{}__{}", self.case.name, self.modality.slug(), v.ep, v.dtype, self.level);
         let committed = snapshot::path(&dir, &name).is_file();
         let expected_to_fail = self.case.spec.xfail.as_ref().is_some_and(|x| x.applies(self.modality, v.ep, v.dtype, self.level));
         if !committed && (o.status != Status::Fail || expected_to_fail) {

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mobius_conformance::bootstrap::{target_dir, workspace_root};
-use mobius_conformance::case::{Case, Level};
+use mobius_conformance::case::{Case, Level, Modality};
 use mobius_conformance::golden::{self, Provenance, ReferenceRun};
-use mobius_conformance::inputs::Inputs;
+use mobius_conformance::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::tokenizer::TextTokenizer;
 use mobius_conformance::trial::{Suite, relative};
 
@@ -81,11 +81,56 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// A case the reference will run, and what it must produce.
+/// A case (in one modality) the reference will run, and what it must produce.
 struct Job {
     case: Case,
+    modality: Modality,
     raw: PathBuf,
-    ids: Vec<i64>,
+    /// The prompt as the case's tokenizer.json encodes it: text jobs must match the reference's ids exactly.
+    /// Media jobs take their ids from the Hugging Face processor (chat template, expanded media tokens).
+    ids: Option<Vec<i64>>,
+}
+
+/// The reference job for one modality of a case, or the SKIPPED lines saying why there is none.
+fn plan_job(suite: &Suite, case: &Case, modality: Modality, work: &Path) -> Result<Result<(serde_json::Value, Job), Vec<String>>, String> {
+    let root = &suite.root;
+    let paths = suite.golden_paths(case, modality);
+    let skip = |why: &str| {
+        let lines = case.levels().iter().map(|l| if *l == Level::L4 { &paths.prefill } else { &paths.generation });
+        Ok(Err(lines.map(|p| format!("SKIPPED    {} ({why})", relative(root, p))).collect()))
+    };
+    let tok = case.tokenizer_location(root).map(|l| l.resolve("tokenizer.json"));
+    let (Some(reference), Some(prompt), Some(tok)) = (case.reference_dir(root), case.prompt(), tok) else {
+        return skip("the case names no `reference` weights or no prompt: its goldens are not made here");
+    };
+    if !reference.is_dir() {
+        return skip(&format!("reference {} is not a directory", reference.display()));
+    }
+    let tok = tok.map_err(|e| e.to_string())?;
+    let ids = match modality {
+        Modality::Text => Some(TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?),
+        _ => None,
+    };
+    let media =
+        |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
+    let images = media(&case.spec.inputs.images, matches!(modality, Modality::Image | Modality::ImageAudio));
+    let audio = media(&case.spec.inputs.audio, matches!(modality, Modality::Audio | Modality::ImageAudio));
+    let raw = work.join(format!("{}.{}.safetensors", case.name, modality.slug()));
+    let spec = serde_json::json!({
+        "case": case.name,
+        "modality": modality.name(),
+        "reference": reference,
+        "tokenizer": tok,
+        "processor": reference,
+        "images": images,
+        "audio": audio,
+        "prompt": prompt,
+        "max_new_tokens": case.max_new_tokens(),
+        "eos_token_id": case.spec.generation.eos_token_id,
+        "trust_remote_code": case.spec.trust_remote_code,
+        "out": raw,
+    });
+    Ok(Ok((spec, Job { case: case.clone(), modality, raw, ids })))
 }
 
 pub fn regen_goldens(args: &[String]) -> Result<(), String> {
@@ -124,38 +169,16 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             failures += 1;
             continue;
         }
-        let paths = suite.golden_paths(&case);
-        let skip = |why: &str| {
-            for l in case.levels() {
-                let p = if *l == Level::L4 { &paths.prefill } else { &paths.generation };
-                println!("SKIPPED    {} ({why})", relative(&root, p));
+        for modality in case.modalities() {
+            match plan_job(&suite, &case, modality, &work) {
+                Ok(Ok(job)) => jobs.push(job),
+                Ok(Err(skipped)) => skipped.iter().for_each(|l| println!("{l}")),
+                Err(e) => {
+                    println!("ERROR      {}: {e}", case.file);
+                    failures += 1;
+                }
             }
-        };
-        let tok = case.tokenizer_location(&root).map(|l| l.resolve("tokenizer.json"));
-        let (Some(reference), Some(prompt), Some(tok)) = (case.reference_dir(&root), case.prompt(), tok) else {
-            skip("the case names no `reference` weights or no prompt: its goldens are not made here");
-            continue;
-        };
-        if !reference.is_dir() {
-            skip(&format!("reference {} is not a directory", reference.display()));
-            continue;
         }
-        let tok = tok.map_err(|e| format!("{}: {e}", case.file))?;
-        let ids = TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| format!("{}: {e}", case.file))?;
-        let raw = work.join(format!("{}.safetensors", case.name));
-        jobs.push((
-            serde_json::json!({
-                "case": case.name,
-                "reference": reference,
-                "tokenizer": tok,
-                "prompt": prompt,
-                "max_new_tokens": case.max_new_tokens(),
-                "eos_token_id": case.spec.generation.eos_token_id,
-                "trust_remote_code": case.spec.trust_remote_code,
-                "out": raw,
-            }),
-            Job { case: (*case).clone(), raw, ids },
-        ));
     }
     if !jobs.is_empty() {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
@@ -223,11 +246,34 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
     };
     use safetensors::Dtype::{F32, I64};
     let input_ids = i64s(get("input_ids", I64)?.1);
-    if input_ids != job.ids {
+    if let Some(ids) = &job.ids
+        && input_ids != *ids
+    {
         return Err(format!(
-            "the reference tokenized the prompt to {input_ids:?} but tokenizer.json gives {:?}: the Rust and Python tokenizers disagree",
-            job.ids
+            "the reference tokenized the prompt to {input_ids:?} but tokenizer.json gives {ids:?}: the Rust and Python tokenizers disagree"
         ));
+    }
+    // What the model is fed, as the Hugging Face processor made it (media jobs), or the token ids (text jobs).
+    let mut fed = Inputs { tensors: Vec::new() };
+    let mut features = Inputs { tensors: Vec::new() };
+    for (name, t) in &tensors {
+        let named = |n: &str| -> Result<NamedTensor, String> {
+            let data = TensorData::from_safetensors(t.dtype, &t.data)
+                .ok_or_else(|| format!("{}: tensor `{name}` has dtype {:?}", job.raw.display(), t.dtype))?;
+            Ok(NamedTensor { name: n.to_string(), shape: t.shape.iter().map(|&d| d as i64).collect(), data })
+        };
+        if let Some(n) = name.strip_prefix("input.") {
+            fed.tensors.push(named(n)?);
+        } else if name == "image_features" || name == "audio_features" {
+            features.tensors.push(named(name)?);
+        }
+    }
+    fed.tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    features.tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    let media = fed.tensors.iter().any(|t| t.name != "input_ids");
+    let fed = if fed.tensors.is_empty() { Inputs::from_token_ids(&input_ids) } else { fed };
+    if fed.input_ids() != input_ids {
+        return Err(format!("{}: `input.input_ids` differs from `input_ids`", job.raw.display()));
     }
     let prefill_logits = f32s(get("prefill_logits", F32)?.1);
     let generated_tokens = i64s(get("generated_tokens", I64)?.1);
@@ -240,7 +286,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
     let m = |k: &str| meta.get(k).cloned().unwrap_or_default();
     let root = &suite.root;
     let run = ReferenceRun {
-        input_hash: Inputs::from_token_ids(&input_ids).hash(),
+        input_hash: fed.hash(),
         input_ids,
         prefill_logits,
         generated_tokens,
@@ -254,7 +300,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
             device: "cpu".into(),
         },
     };
-    let paths = suite.golden_paths(&job.case);
+    let paths = suite.golden_paths(&job.case, job.modality);
     let sidecar_name = paths.sidecar().file_name().unwrap().to_string_lossy().into_owned();
     let files = golden::from_reference(
         &run,
@@ -267,12 +313,19 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
     let mut lines = Vec::new();
     if let Some(min) = run.step_logits.iter().map(|l| mobius_conformance::logits::TopK::of(l, 2).margin()).reduce(f64::min) {
         lines.push(format!(
-            "margin     {}: smallest reference top1-top2 margin over prefill and {} steps = {min:.4}",
+            "margin     {} ({}): smallest reference top1-top2 margin over prefill and {} steps = {min:.4}",
             job.case.name,
+            job.modality,
             run.step_logits.len()
         ));
     }
     let mut targets: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    if media {
+        targets.push((paths.inputs.clone(), fed.to_safetensors().map_err(|e| e.to_string())?));
+    }
+    if !features.tensors.is_empty() {
+        targets.push((paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
+    }
     for &level in job.case.levels() {
         if opts.level.is_some_and(|l| l != level) {
             continue;
