@@ -126,11 +126,12 @@ pub fn greedy(
     Ok(Generated { tokens, steps, prefill_logits })
 }
 
-/// Runs a package's vision encoder: `pixel_values` as stored (uint8, the processor's [0, 1] values times 255, which
-/// is exact) with shape [1, patches, 3 * patch^2], and `pixel_position_ids` [1, patches, 2].
+/// Runs a package's vision encoder: `pixel_values` as stored (uint8: the processor's values are exactly
+/// `f32(u8) * f32(1/255)`) with shape [1, patches, 3 * patch^2], and `pixel_position_ids` [1, patches, 2].
 pub fn encode_image(vision: &Encoder, c: &Component, pixels: (&[i64], &[u8]), positions: (&[i64], &[i64])) -> Result<DynValue> {
     let err = |e: ort::Error| Error::new(format!("{}: {e}", vision.model.display()));
-    let scaled: Vec<f32> = pixels.1.iter().map(|&p| p as f32 / 255.0).collect();
+    // Exactly what the processor computes (u8 times the f32 nearest 1/255); dividing by 255 differs in the last bit.
+    let scaled: Vec<f32> = pixels.1.iter().map(|&p| p as f32 * (1.0f32 / 255.0)).collect();
     let feeds = vec![
         (c.input("pixel_values").to_string(), Tensor::<f32>::from_array((pixels.0.to_vec(), scaled)).map_err(err)?.into()),
         (

@@ -4,7 +4,7 @@
     python fixtures.py --out <repo>/fixtures [--only NAME ...]
 
 NAME is one of: tokenizer, qwen3-tiny, llama-tiny, gemma3-tiny, gemma4-tiny,
-qwen3-tiny/broken (the deliberately broken kv-swap export).
+qwen3-tiny/broken (the deliberately broken kv-swap export), gemma4-mm-tiny (multimodal).
 
 Layout written under --out:
 
@@ -13,11 +13,19 @@ Layout written under --out:
     <model>/onnx/default-f32/       mobius build --runtime ort-genai --ep default
     <model>/onnx/cpu-f32/           mobius build --runtime ort-genai --ep cpu (GroupQueryAttention)
     qwen3-tiny/broken/kv-swap-f32/  qwen3-tiny with layer 0's two K heads swapped, built like cpu-f32
+    gemma4-mm-tiny/hf/              seeded Gemma4ForConditionalGeneration (text like gemma4-tiny + 2-layer
+                                    vision and audio encoders with calibrated clamps) + Gemma4Processor
+    gemma4-mm-tiny/onnx/{default,cpu}-f32/
+                                    mobius ort-genai packages: decoder/ embedding/ vision_encoder/
+                                    audio_encoder/ + genai_config.json, tokenizer and processor files
+    media/                          the real jpeg and flac the multimodal fixture is designed on (input,
+                                    committed; never written by this script)
     MANIFEST.json                   versions, recipe and sha256 of every file
 
 Nothing is downloaded: the tokenizer trains on the Python standard library's own sources, the
-models are random, and the ONNX packages come from the local mobius builder. Running it twice with
-the same interpreter and pinned packages (requirements.txt) gives byte-identical files.
+models are random, the media are committed, and the ONNX packages come from the local mobius
+builder. Running it twice with the same interpreter and pinned packages (requirements.txt) gives
+byte-identical files.
 """
 from __future__ import annotations
 
@@ -78,7 +86,7 @@ COMMON = dict(
 #    raw top logits of ~2.7 that the cap still bends by ~0.5.
 NORM_STD = 0.1
 MIN_MARGIN = 0.1
-MIN_CLAMP_MOVE = 1e-2  # each Gemma-4 clamp, switched off alone, must move its tower's features this much
+MIN_CLAMP_MOVE = 5e-3  # each Gemma-4 clamp, switched off alone, must move its tower's features this much
 GEN_TOKENS = 16
 
 
@@ -176,8 +184,8 @@ MM_IMAGE_SOFT_TOKENS = 70
 MM_MAX_POSITIONS = 512
 # Clamp calibration: each ClippableLinear gets input/output bounds at these percentiles of what it
 # sees on the real media, in forward order with all upstream clamps already on (so every clamp clips
-# ~2% of its elements at each end).
-CLIP_PERCENTILES = (2.0, 98.0)
+# ~5% of its elements at one or both ends; see calibrate_clamps).
+CLIP_PERCENTILES = (5.0, 95.0)
 # Design prompts: modality -> (media, text).
 MM_PROMPTS = {
     "image": (["image"], "Describe this image."),
@@ -186,29 +194,45 @@ MM_PROMPTS = {
 }
 
 
+# The text model is gemma4-tiny's with a narrower MLP (64 instead of 128) and the encoders are small
+# (hidden 16), so that the fixture (HF weights + two packages, ~4.7 MB) and the media stay under 5 MB.
+MM_TEXT = dict(intermediate_size=64)
+MM_VISION = dict(
+    hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+    num_key_value_heads=2, head_dim=8, patch_size=16, pooling_kernel_size=3,
+    # >= the longest patch row a 70-soft-token image can have (210 patches)
+    position_embedding_size=256,
+    use_clipped_linears=True,  # default False for vision: the clamps would not exist
+)
+MM_AUDIO = dict(
+    hidden_size=16, num_hidden_layers=2,
+    num_attention_heads=8,  # mobius-onnx 0.1.0 hard-codes 8 audio attention heads (head_dim 2 here)
+    subsampling_conv_channels=[128, 4],  # mobius needs the first one at 128
+    output_proj_dims=16,
+    use_clipped_linears=True,
+)
+
+
 def _gemma4_mm(tie):
     text = transformers.Gemma4TextConfig(
-        **{**_gemma4_text_kwargs(tie), "max_position_embeddings": MM_MAX_POSITIONS})
-    vision = transformers.Gemma4VisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, head_dim=16, patch_size=16, pooling_kernel_size=3,
-        # >= the longest patch row a 70-soft-token image can have (210 patches)
-        position_embedding_size=256,
-        use_clipped_linears=True,  # default False for vision: the clamps would not exist
-    )
-    audio = transformers.Gemma4AudioConfig(
-        hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=8,  # mobius-onnx 0.1.0 hard-codes 8 audio attention heads
-        subsampling_conv_channels=[128, 4],  # mobius needs the first one at 128
-        output_proj_dims=32,
-        use_clipped_linears=True,
-    )
+        **{**_gemma4_text_kwargs(tie), "max_position_embeddings": MM_MAX_POSITIONS, **MM_TEXT})
+    vision = transformers.Gemma4VisionConfig(**MM_VISION)
+    audio = transformers.Gemma4AudioConfig(**MM_AUDIO)
     return transformers.Gemma4Config(text_config=text, vision_config=vision, audio_config=audio,
-                                     tie_word_embeddings=tie, **MM_TOKEN_IDS)
+                                     tie_word_embeddings=tie, mm_tokens_per_image=MM_IMAGE_SOFT_TOKENS,
+                                     **MM_TOKEN_IDS)
 
 
+# Untied with head_perm like gemma4-tiny: a tied random Gemma-4 under the logit softcap of 3 either
+# repeats its input token or has near-ties (margins < 0.04 over a seed / scale grid). The multimodal
+# context needs a stronger input embedding (0.8) than the text fixture to keep margins wide.
+# audio_std: wider weights for some audio-tower linears so that every clamp matters: q_proj / k_proj
+# (otherwise the attention is nearly uniform and the clamps on q and k move the features by 0.003)
+# and the FFNs' ffw_layer_1 (whose output clamp feeds silu: near silu's flat minimum clipping the
+# low side changes next to nothing unless the pre-activations reach well below -1.3).
 MM_MODELS = {
-    MM_NAME: dict(config=_gemma4_mm, tie=True, seed=24, init_std=0.1, embed_std=0.3, final_norm_scale=0.35),
+    MM_NAME: dict(config=_gemma4_mm, seed=1, init_std=0.1, embed_std=0.8, final_norm_scale=0.2,
+                  head_perm=(0.5, 0.5), audio_std={"q_proj": 0.6, "k_proj": 0.6, "ffw_layer_1": 0.3}),
 }
 
 ONNX_FLAVOURS = {"default-f32": "default", "cpu-f32": "cpu"}
@@ -222,6 +246,16 @@ KNOWN_ISSUES = {
         "gets no local_window_size; logits differ from HF by ~9 from the first prompt positions on"),
 }
 BROKEN = "qwen3-tiny/broken"
+# Packages that mobius-onnx 0.1.0 cannot build from the HF directory as saved, and how fixtures.py
+# builds them instead (the HF reference itself is unchanged).
+MOBIUS_WORKAROUNDS = {
+    f"{MM_NAME}/onnx": (
+        "mobius-onnx 0.1.0 takes the LM head of Gemma4ForConditionalGeneration only from "
+        "model.language_model.lm_head.weight (it only ever synthesizes a tied one); transformers saves "
+        "an untied head as lm_head.weight, and mobius then fails ('decoder.lm_head.weight' without "
+        "weights). The packages are built from a copy of hf/ whose model.safetensors has that one "
+        "tensor renamed"),
+}
 
 
 def log(msg):
@@ -275,6 +309,7 @@ def build_tokenizer(out_dir, special_tokens=SPECIAL_TOKENS, extra_special_tokens
     ids = fast("def f(x):\n    return x").input_ids
     assert ids[0] == BOS_ID, ids
     log(f"tokenizer: vocab {tok.get_vocab_size()}, sample ids {ids}")
+    return fast
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,9 +329,12 @@ def make_model(name, **override):
     embed = model.get_input_embeddings().weight
     final_norm = getattr(model.model, "language_model", model.model).norm.weight
     with torch.no_grad():
-        for _, p in model.named_parameters():
+        for n, p in model.named_parameters():
             if p.dim() >= 2:
                 std = spec["embed_std"] if p is embed and spec["embed_std"] else init_std
+                for part, part_std in (spec.get("audio_std") or {}).items():
+                    if ".audio_tower." in n and n.endswith(f".{part}.linear.weight"):
+                        std = part_std
                 p.copy_(torch.randn(p.shape, generator=g) * std)
             else:
                 # norm weights: Gemma-3 style norms store w for a (1 + w) scale (default 0), the others
@@ -457,15 +495,18 @@ def media_path(out_root, kind):
     return p
 
 
-def make_processor(tok_dir):
-    from transformers import (AutoTokenizer, Gemma4AudioFeatureExtractor, Gemma4ImageProcessor, Gemma4Processor,
-                              Gemma4VideoProcessor)
+def make_processor(tokenizer):
+    """The real Gemma4Processor around `tokenizer`. Save it before its first call: calling it turns on
+    padding in the tokenizer backend, which save_pretrained then writes into tokenizer.json, and the
+    processor reloaded from that passes max_length=None to the audio feature extractor (which then
+    refuses to truncate)."""
+    from transformers import Gemma4AudioFeatureExtractor, Gemma4ImageProcessor, Gemma4Processor, Gemma4VideoProcessor
 
     return Gemma4Processor(
         feature_extractor=Gemma4AudioFeatureExtractor(),  # 128 mel bins, 16 kHz, 20 ms / 10 ms (defaults)
         image_processor=Gemma4ImageProcessor(max_soft_tokens=MM_IMAGE_SOFT_TOKENS),
         video_processor=Gemma4VideoProcessor(max_soft_tokens=MM_IMAGE_SOFT_TOKENS),
-        tokenizer=AutoTokenizer.from_pretrained(tok_dir),
+        tokenizer=tokenizer,
         chat_template=MM_CHAT_TEMPLATE,
         image_seq_length=MM_IMAGE_SOFT_TOKENS,
     )
@@ -508,16 +549,27 @@ def calibrate_clamps(model, enc):
     qs = list(CLIP_PERCENTILES)
     done = {}
 
-    def pct(n, x):
+    def pct(n, x, side):
         if ".vision_tower." in n:
             x = x[:, valid]
-        lo, hi = np.percentile(x.detach().double().reshape(-1).numpy(), qs)
+        x = x.detach().double().reshape(-1).numpy()
+        # Leave out the point masses an upstream clamp leaves at the extremes (e.g. the audio FFN's
+        # silu(clamped ffw_layer_1) has ~5% of its values at its maximum): otherwise the percentile
+        # lands on them and this clamp clips nothing.
+        inner = x[(x > x.min()) & (x < x.max())]
+        lo, hi = np.percentile(inner, qs)
+        if side == "input":
+            # Input clamps clip the top only (their lower bound is the smallest value seen): in the
+            # audio FFN (clamp -> silu -> clamp) a two-sided input clamp after the monotone part of
+            # silu makes the upstream output clamp redundant; this way the output clamp keeps the
+            # low side (where silu is not monotone) and both Clip nodes matter.
+            lo = x.min()
         return float(lo), float(hi)
 
     def pre(n):
         def hook(mod, args):
             if n not in done:
-                lo, hi = pct(n, args[0])
+                lo, hi = pct(n, args[0], "input")
                 mod.input_min.fill_(lo)
                 mod.input_max.fill_(hi)
                 done[n] = 1
@@ -526,7 +578,7 @@ def calibrate_clamps(model, enc):
     def post(n):
         def hook(mod, args, output):
             if done[n] == 1:  # the first call ran with +-inf output bounds
-                lo, hi = pct(n, output)
+                lo, hi = pct(n, output, "output")
                 mod.output_min.fill_(lo)
                 mod.output_max.fill_(hi)
                 done[n] = 2
@@ -548,23 +600,27 @@ def calibrate_clamps(model, enc):
 
 
 def check_clamps_bite(model, enc, clips):
-    """Every clamp matters: switching any one of them off moves the encoder features."""
+    """Every clamp matters: switching any one of them off (the input or the output clamp of one
+    ClippableLinear, i.e. one Clip node of the ONNX encoders) moves its tower's features."""
     base = encoder_features(model, enc)
     moves = {}
     for n, m in clips.items():
-        saved = [getattr(m, k).clone() for k in ("input_min", "input_max", "output_min", "output_max")]
-        for k, v in (("input_min", -1), ("input_max", 1), ("output_min", -1), ("output_max", 1)):
-            getattr(m, k).fill_(v * float("inf"))
-        try:
-            alt = encoder_features(model, enc)
-        finally:
-            for k, v in zip(("input_min", "input_max", "output_min", "output_max"), saved):
-                getattr(m, k).copy_(v)
-        tower = 0 if ".vision_tower." in n else 1
-        moves[n] = float((alt[tower] - base[tower]).abs().max())
+        for side in ("input", "output"):
+            lo, hi = getattr(m, f"{side}_min"), getattr(m, f"{side}_max")
+            saved = lo.clone(), hi.clone()
+            lo.fill_(-float("inf"))
+            hi.fill_(float("inf"))
+            try:
+                alt = encoder_features(model, enc)
+            finally:
+                lo.copy_(saved[0])
+                hi.copy_(saved[1])
+            tower = 0 if ".vision_tower." in n else 1
+            moves[f"{n}.{side}"] = float((alt[tower] - base[tower]).abs().max())
     weakest = min(moves, key=moves.get)
-    log(f"  clamps: {len(clips)} ({sum('.vision_tower.' in n for n in clips)} vision), switching one off moves "
-        f"its tower's features by {min(moves.values()):.3g} ({weakest}) .. {max(moves.values()):.3g}")
+    log(f"  clamps: {len(moves)} in {len(clips)} clippable linears ({sum('.vision_tower.' in n for n in clips)} "
+        f"vision); switching one off moves its tower's features by {min(moves.values()):.3g} ({weakest}) "
+        f".. {max(moves.values()):.3g}")
     if moves[weakest] < MIN_CLAMP_MOVE:
         raise SystemExit(f"clamp {weakest} barely bites: {moves[weakest]:.3g} < {MIN_CLAMP_MOVE}")
     return moves
@@ -572,7 +628,7 @@ def check_clamps_bite(model, enc, clips):
 
 def check_design_mm(name, hf_dir, out_root):
     """HF greedy runs of the saved fixture (model + processor) on the three design prompts: every
-    golden far from ties, no EOS, no collapse into one repeated token."""
+    golden far from ties, no EOS or other special token, no collapse into one repeated token."""
     from transformers import AutoProcessor
 
     G = _goldens()
@@ -596,6 +652,11 @@ def check_design_mm(name, hf_dir, out_root):
             raise SystemExit(f"{name} {modality}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
         if len(set(tokens)) < GEN_TOKENS // 2:
             raise SystemExit(f"{name} {modality}: tokens collapse: {tokens}")
+        # A generated media placeholder (or turn marker) would be fed back as input: HF embeds an
+        # image / audio placeholder without features as <pad>, mobius' embedding model as zeros.
+        special = [t for t in tokens if t < len(MM_SPECIAL_TOKENS)]
+        if special:
+            raise SystemExit(f"{name} {modality}: generates special tokens {special}: {tokens}")
         worst = min(worst or 1e9, float(margins.min()))
     return worst
 
@@ -605,28 +666,47 @@ def build_mm_model(name, out_root):
     stage = os.path.join(out_root, f".stage-{name}")
     shutil.rmtree(stage, ignore_errors=True)
     hf_dir = os.path.join(stage, "hf")
+    os.makedirs(hf_dir)
     with tempfile.TemporaryDirectory(prefix="mm-tokenizer-") as tmp:
-        build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
-        processor = make_processor(tmp)
+        tokenizer = build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
+    make_processor(tokenizer).save_pretrained(hf_dir)
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(hf_dir)
     model = make_model(name)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{name}: {model.config.model_type}, {n_params} params")
     enc = mm_encode(processor, out_root, "image+audio")
     clips = calibrate_clamps(model, enc)
     check_clamps_bite(model, enc, clips)
-    os.makedirs(hf_dir)
     model.save_pretrained(hf_dir, safe_serialization=True)
-    processor.save_pretrained(hf_dir)
     keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
             "processor_config.json", "chat_template.jinja"}
     if set(os.listdir(hf_dir)) != keep:
         raise SystemExit(f"{name}: unexpected files from save_pretrained: {sorted(os.listdir(hf_dir))}")
     normalize_modes(hf_dir)
     check_design_mm(name, hf_dir, out_root)
-    for flavour, ep in ONNX_FLAVOURS.items():
-        mobius_build(stage, "hf", f"onnx/{flavour}", ep, keep_all=True)
+    with tempfile.TemporaryDirectory(prefix="mm-mobius-") as tmp:
+        mobius_source(hf_dir, os.path.join(tmp, "hf"))  # see MOBIUS_WORKAROUNDS
+        for flavour, ep in ONNX_FLAVOURS.items():
+            mobius_build(tmp, "hf", f"onnx/{flavour}", ep, keep_all=True)
+        shutil.move(os.path.join(tmp, "onnx"), os.path.join(stage, "onnx"))
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
+
+
+def mobius_source(hf_dir, dst):
+    """A copy of hf_dir that mobius-onnx 0.1.0 can build: the untied LM head renamed to where its
+    Gemma-4 multimodal weight loader looks for it (MOBIUS_WORKAROUNDS)."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(hf_dir, dst)
+    path = os.path.join(dst, "model.safetensors")
+    sd = load_file(path)
+    if "lm_head.weight" not in sd:
+        raise SystemExit("expected an untied lm_head.weight in the multimodal fixture")
+    sd["model.language_model.lm_head.weight"] = sd.pop("lm_head.weight")
+    save_file(sd, path, metadata={"format": "pt"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,13 +729,28 @@ def write_manifest(out_root):
         "generator": "xtask/reference/fixtures.py",
         "python": platform.python_version(),
         "packages": {p: md.version(p) for p in
-                     ("torch", "transformers", "tokenizers", "mobius-onnx", "onnx", "safetensors")},
-        "models": {n: {**{k: v for k, v in {**MODEL_DEFAULTS, **s}.items() if k != "config"},
-                       "norm_std": NORM_STD, "model_type": s["config"](s.get("tie", False)).model_type,
-                       "design_prompt": PROMPTS[n]}
-                   for n, s in MODELS.items()},
+                     ("torch", "transformers", "tokenizers", "mobius-onnx", "onnx", "safetensors",
+                      "torchvision", "pillow", "soundfile")},
+        "models": {**{n: {**{k: v for k, v in {**MODEL_DEFAULTS, **s}.items() if k != "config"},
+                          "norm_std": NORM_STD, "model_type": s["config"](s.get("tie", False)).model_type,
+                          "design_prompt": PROMPTS[n]}
+                      for n, s in MODELS.items()},
+                   **{n: {**{k: v for k, v in {**MODEL_DEFAULTS, **s}.items() if k != "config"},
+                          "norm_std": NORM_STD, "model_type": s["config"](s.get("tie", False)).model_type,
+                          "design_prompts": {m: {"media": [f"{MEDIA_DIR}/{MEDIA[k]}" for k in kinds], "text": t}
+                                             for m, (kinds, t) in MM_PROMPTS.items()},
+                          "text_config": MM_TEXT, "vision_config": MM_VISION, "audio_config": MM_AUDIO,
+                          "max_position_embeddings": MM_MAX_POSITIONS,
+                          "image_max_soft_tokens": MM_IMAGE_SOFT_TOKENS,
+                          "clamp_calibration": {
+                              "percentiles": list(CLIP_PERCENTILES),
+                              "on": "the image+audio design prompt, in forward order; input clamps clip "
+                                    "the top only (lower bound = smallest value seen)"}}
+                      for n, s in MM_MODELS.items()}},
         "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",
+        "mm_tokenizer": f"the same BPE with ids 0..{len(MM_SPECIAL_TOKENS) - 1} = {' '.join(MM_SPECIAL_TOKENS)}",
         "known_issues": KNOWN_ISSUES,
+        "mobius_workarounds": MOBIUS_WORKAROUNDS,
         "broken": {"qwen3-tiny/broken/kv-swap-f32":
                    "qwen3-tiny with model.layers.0.self_attn.k_proj rows of KV head 0 and 1 swapped; --ep cpu"},
         "sha256": files,
