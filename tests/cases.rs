@@ -138,16 +138,14 @@ fn mobius_cases_and_tolerances_load_unchanged() {
     for spec in &plan {
         let TrialKind::Conformance { case, level, modality, .. } = &spec.kind else { panic!("{} did not load", spec.name) };
         let paths = suite.golden_paths(case, *modality);
-        let golden = if *level == Level::L4 { &paths.prefill } else { &paths.generation };
-        if golden.is_file() {
-            match level {
-                Level::L4 => drop(PrefillGolden::load(golden).unwrap_or_else(|e| panic!("{e}"))),
-                Level::L5 => drop(GenerationGolden::load(golden).unwrap_or_else(|e| panic!("{e}"))),
-            }
+        match level {
+            Level::L4 if paths.prefill.is_file() => drop(PrefillGolden::load(&paths.prefill).unwrap_or_else(|e| panic!("{e}"))),
+            Level::L5 if paths.generation.is_file() => drop(GenerationGolden::load(&paths.generation).unwrap_or_else(|e| panic!("{e}"))),
+            _ => {}
         }
         let o = trial::run(&suite, spec, Device::Cpu);
         assert_eq!(o.status, Status::Skip, "{}: {}", spec.name, o.message);
-        assert!(o.message.contains("names no package") || o.message.contains("modality"), "{}: {}", spec.name, o.message);
+        assert!(o.message.contains("names no package"), "{}: {}", spec.name, o.message);
     }
 }
 

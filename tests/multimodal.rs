@@ -109,3 +109,95 @@ fn encoders_check_what_they_are_fed() {
     let e = e.to_string();
     assert!(e.contains("vision_encoder/model.onnx") && e.contains("pixel_values") && e.contains("700") && e.contains("768"), "{e}");
 }
+
+mod component_trials {
+    //! The component trials catch a broken encoder and name it.
+
+    use std::path::{Path, PathBuf};
+
+    use mobius_conformance::bootstrap::workspace_root;
+    use mobius_conformance::runtime::Device;
+    use mobius_conformance::trial::{self, Outcome, Status, Suite};
+
+    const CASE: &str = "gemma4-mm-tiny";
+
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.path().is_dir() {
+                copy_tree(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+
+    /// The multimodal case over a private copy of its package, with `encoder`'s last weight (the projector's
+    /// `weight_t`, the tail of its external data: every external tensor of these encoders is float32) scaled by 1.01.
+    fn scratch(tag: &str, encoder: &str) -> Scratch {
+        let repo = workspace_root();
+        let root = std::env::temp_dir().join(format!("mobius-mm-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let pkg = root.join("pkg");
+        copy_tree(&repo.join("fixtures/gemma4-mm-tiny/onnx/default-f32"), &pkg);
+        let data = pkg.join(encoder).join("model.onnx.data");
+        let mut bytes = std::fs::read(&data).unwrap();
+        let n = bytes.len();
+        for c in bytes[n - 4096..].chunks_exact_mut(4) {
+            let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * 1.01;
+            c.copy_from_slice(&v.to_le_bytes());
+        }
+        std::fs::write(&data, bytes).unwrap();
+        let text = std::fs::read_to_string(repo.join(format!("cases/image-text-to-text/{CASE}.yaml")))
+            .unwrap()
+            .replace("\"fixtures/gemma4-mm-tiny/hf\"", &format!("\"{}\"", repo.join("fixtures/gemma4-mm-tiny/hf").display()))
+            .replace("\"fixtures/gemma4-mm-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
+        let case = root.join(format!("cases/image-text-to-text/{CASE}.yaml"));
+        std::fs::create_dir_all(case.parent().unwrap()).unwrap();
+        std::fs::write(&case, text + "external_paths: true\n").unwrap();
+        copy_tree(&repo.join("goldens/image-text-to-text"), &root.join("goldens/image-text-to-text"));
+        Scratch(root)
+    }
+
+    fn run(root: &Path, name: &str) -> Outcome {
+        let suite = Suite::open(root);
+        let spec = suite.plan().into_iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no trial {name}"));
+        trial::run(&suite, &spec, Device::Cpu)
+    }
+
+    #[test]
+    fn a_scaled_vision_weight_fails_the_vision_component_trial() {
+        let s = scratch("vision", "vision_encoder");
+        let o = run(&s.0, &format!("{CASE}/image/default/f32/vision_encoder"));
+        assert_eq!(o.status, Status::Fail, "{}", o.message);
+        assert!(
+            o.message.contains("vision_encoder: ") && o.message.contains("image_features") && o.message.contains("worst at ["),
+            "{}",
+            o.message
+        );
+        assert!(o.max_abs_diff.unwrap() > 1e-3, "{:?}", o.max_abs_diff);
+        let untouched = run(&s.0, &format!("{CASE}/audio/default/f32/audio_encoder"));
+        assert_eq!(untouched.status, Status::Pass, "{}", untouched.message);
+    }
+
+    #[test]
+    fn a_scaled_audio_weight_fails_the_audio_component_trial() {
+        let s = scratch("audio", "audio_encoder");
+        let o = run(&s.0, &format!("{CASE}/audio/default/f32/audio_encoder"));
+        assert_eq!(o.status, Status::Fail, "{}", o.message);
+        assert!(o.message.contains("audio_encoder: ") && o.message.contains("audio_features"), "{}", o.message);
+        let both = run(&s.0, &format!("{CASE}/image+audio/default/f32/audio_encoder"));
+        assert_eq!(both.status, Status::Fail, "{}", both.message);
+        let untouched = run(&s.0, &format!("{CASE}/image/default/f32/vision_encoder"));
+        assert_eq!(untouched.status, Status::Pass, "{}", untouched.message);
+    }
+}

@@ -194,6 +194,10 @@ pub enum Level {
     L4,
     /// Greedy generation with the KV cache: tokens against the reference.
     L5,
+    /// Component parity: the vision encoder's features against the reference's, and that they reach the decoder.
+    VisionEncoder,
+    /// The same for the audio encoder.
+    AudioEncoder,
 }
 
 impl Level {
@@ -201,15 +205,30 @@ impl Level {
         match self {
             Level::L4 => "L4",
             Level::L5 => "L5",
+            Level::VisionEncoder => "vision_encoder",
+            Level::AudioEncoder => "audio_encoder",
         }
     }
 
+    /// Case files name L4 and L5; the component levels come from the modalities.
     pub fn parse(s: &str) -> Option<Level> {
         match s {
             "L4" => Some(Level::L4),
             "L5" => Some(Level::L5),
             _ => None,
         }
+    }
+
+    /// The levels of a modality's trials: the case's, plus the encoders its media go through.
+    pub fn for_modality(case_levels: &[Level], modality: Modality) -> Vec<Level> {
+        let mut v = case_levels.to_vec();
+        if matches!(modality, Modality::Image | Modality::ImageAudio) {
+            v.push(Level::VisionEncoder);
+        }
+        if matches!(modality, Modality::Audio | Modality::ImageAudio) {
+            v.push(Level::AudioEncoder);
+        }
+        v
     }
 }
 

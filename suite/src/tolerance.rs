@@ -154,7 +154,9 @@ impl Policy {
     }
 
     /// The numbers for one trial: built-in, then the policy file, then the case's overrides.
+    /// Component trials (encoder features) are judged by the L4 numbers of their dtype.
     pub fn resolve(&self, level: Level, dtype: Dtype, case: Option<&ToleranceOverride>, case_min_ratio: Option<f64>) -> Tolerance {
+        let level = if matches!(level, Level::VisionEncoder | Level::AudioEncoder) { Level::L4 } else { level };
         let mut t = Tolerance::builtin(level, dtype);
         if let Some(o) = self.entries.get(&(level, dtype)) {
             t.apply(o);

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use crate::case::{Case, Dtype, Ep, Level, Location, Modality, Variant};
 use crate::error::{Error, Result};
-use crate::generate;
+use crate::generate::{self, Embedder, Front};
 use crate::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
-use crate::inputs::Inputs;
+use crate::inputs::{Inputs, TensorData};
 use crate::report;
 use crate::runtime::{self, Device, Provider};
 use crate::snapshot;
@@ -82,7 +82,7 @@ impl Suite {
                 Ok(case) => {
                     for modality in case.modalities() {
                         for variant in case.variants(&self.root) {
-                            for &level in case.levels() {
+                            for level in Level::for_modality(case.levels(), modality) {
                                 let name = format!("{}/{}/{}/{}/{}", case.name, modality, variant.ep, variant.dtype, level);
                                 out.push(TrialSpec {
                                     name,
@@ -316,12 +316,6 @@ impl Trial<'_> {
         {
             return Ok(Outcome::skip(format!("ci_skip_reason (CI is set): {r}")));
         }
-        if self.modality != Modality::Text {
-            return Ok(Outcome::skip(format!(
-                "modality `{}` needs a multimodal package loader, which this suite does not have yet",
-                self.modality
-            )));
-        }
         let provider = match provider_for(self.variant.ep, self.device) {
             Ok(p) => p,
             Err(why) => return Ok(Outcome::skip(why)),
@@ -350,9 +344,12 @@ impl Trial<'_> {
         let golden_path = match self.level {
             Level::L4 => &paths.prefill,
             Level::L5 => &paths.generation,
+            Level::VisionEncoder | Level::AudioEncoder => &paths.features,
         };
-        if !golden_path.is_file() {
-            let msg = format!("no golden at {}; make it with `{}`", self.rel(golden_path), self.regenerate());
+        let media = self.modality != Modality::Text;
+        let missing = [golden_path, &paths.inputs].into_iter().take(if media { 2 } else { 1 }).find(|p| !p.is_file());
+        if let Some(missing) = missing {
+            let msg = format!("no golden at {}; make it with `{}`", self.rel(missing), self.regenerate());
             // Pre-merge gating must never pass a case whose golden was forgotten.
             return Ok(if std::env::var_os("CI").is_some() {
                 Outcome::fail(format!("{}: {msg} and commit it (CI is set)", self.name))
@@ -375,12 +372,21 @@ impl Trial<'_> {
             None => (package.clone(), "the package's tokenizer"),
         };
         let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: {field}", self.case.file)))?;
-        let inputs = Inputs::from_token_ids(&tokenizer.encode(prompt)?);
+        // Media inputs are what the Hugging Face processor made (chat template, expanded media tokens, pixels, mel
+        // features), stored beside the goldens; text is tokenized here, so a changed prompt shows as a stale golden.
+        let inputs = if media {
+            let file = self.rel(&paths.inputs);
+            Inputs::from_safetensors(&file, &std::fs::read(&paths.inputs).map_err(|e| Error::new(format!("{file}: {e}")))?)?
+        } else {
+            Inputs::from_token_ids(&tokenizer.encode(prompt)?)
+        };
 
         // inputs -> runtime
         let model = package_model(package)
             .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
         let decoder = runtime::decoder(&model, provider)?;
+        let pipeline = Pipeline::build(package, &decoder, provider, &inputs, &self.rel(&paths.inputs))?;
+        let front = pipeline.front();
         let golden_file = self.rel(golden_path);
         let token = |id: i64| tokenizer.token(id);
         let text = |ids: &[i64]| tokenizer.decode(ids);
@@ -404,7 +410,7 @@ impl Trial<'_> {
                     return Err(stale(format!("{golden_file} {why} ({})", self.case.file)));
                 }
                 let reference = golden.full_logits(golden_path)?;
-                let got = generate::prefill(&decoder, &generate::Front::Ids, inputs.input_ids())?;
+                let got = generate::prefill(&decoder, &front, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
                 let max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
                 Ok(Outcome {
@@ -422,7 +428,7 @@ impl Trial<'_> {
                 }
                 let eos = self.eos_ids(package);
                 let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
-                let free = generate::greedy(&decoder, &generate::Front::Ids, inputs.input_ids(), max_new, &eos, None)?;
+                let free = generate::greedy(&decoder, &front, inputs.input_ids(), max_new, &eos, None)?;
                 let got = free.chosen();
                 let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
                     Some(
@@ -451,6 +457,15 @@ impl Trial<'_> {
                     let l4 = paths.prefill.is_file().then(|| self.l4_note(&paths.prefill, &free.prefill_logits, &tol)).flatten();
                     (snapshot::render(self.name, &r, &golden, &token, &text), format!("{}\n{}", self.name, l4.unwrap_or_default()))
                 }))
+            }
+            Level::VisionEncoder | Level::AudioEncoder => {
+                let features = Inputs::from_safetensors(
+                    &golden_file,
+                    &std::fs::read(golden_path).map_err(|e| Error::new(format!("{golden_file}: {e}")))?,
+                )?;
+                let prefill = |p: &Pipeline| generate::prefill(&decoder, &p.front(), inputs.input_ids());
+                let r = pipeline.judge_component(self.level, &features, &golden_file, &tol, prefill)?;
+                Ok(Outcome { message: format!("{}: {}", self.name, r.message), ..r })
             }
         }
     }
@@ -520,4 +535,165 @@ pub fn package_model(package: &Path) -> Result<PathBuf> {
 pub fn tolerance_for(suite: &Suite, case: &Case, level: Level, dtype: Dtype) -> Result<Tolerance> {
     let policy = suite.policy.as_ref().map_err(Clone::clone)?;
     Ok(policy.resolve(level, dtype, case.spec.tolerance.as_ref(), case.spec.min_token_match_ratio))
+}
+
+/// How a trial's tokens reach the decoder: directly, or through the package's embedding session with the media
+/// features its vision and audio encoders computed from the stored inputs.
+struct Pipeline {
+    embedder: Option<Embedder>,
+}
+
+fn tensor<'a>(inputs: &'a Inputs, name: &str, file: &str) -> Result<(&'a [i64], &'a TensorData)> {
+    let t = inputs.get(name).ok_or_else(|| Error::new(format!("{file}: no tensor `{name}`")))?;
+    Ok((&t.shape, &t.data))
+}
+
+fn wrong_type(file: &str, name: &str, want: &str) -> Error {
+    Error::new(format!("{file}: tensor `{name}` must be {want}"))
+}
+
+fn floats(v: &ort::value::DynValue, what: &str) -> Result<(Vec<i64>, Vec<f32>)> {
+    let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Error::new(format!("{what}: {e}")))?;
+    Ok((shape.to_vec(), data.to_vec()))
+}
+
+impl Pipeline {
+    fn build(package: &Path, decoder: &runtime::Decoder, provider: Provider, inputs: &Inputs, file: &str) -> Result<Pipeline> {
+        let has_media = inputs.tensors.iter().any(|t| t.name != "input_ids");
+        if decoder.io.token_input == runtime::TokenInput::Ids {
+            if has_media {
+                return Err(Error::new(format!(
+                    "{}: the decoder takes input_ids; media inputs need a package with an embedding session",
+                    package.display()
+                )));
+            }
+            return Ok(Pipeline { embedder: None });
+        }
+        let cfg = crate::package::GenaiConfig::load(package)?;
+        let component = |c: Option<crate::package::Component>, what: &str| {
+            c.ok_or_else(|| Error::new(format!("{}/genai_config.json: no `model.{what}` session", package.display())))
+        };
+        let embed_c = component(cfg.embedding.clone(), "embedding")?;
+        let session = runtime::encoder(&package.join(&embed_c.file), provider)?;
+        let hidden = session.input(embed_c.input("image_features"))?.shape.get(1).copied().unwrap_or(-1);
+        let mut image_features = None;
+        if inputs.get("pixel_values").is_some() {
+            let c = component(cfg.vision.clone(), "vision")?;
+            let vision = runtime::encoder(&package.join(&c.file), provider)?;
+            let (ps, pv) = tensor(inputs, "pixel_values", file)?;
+            let (qs, qv) = tensor(inputs, "pixel_position_ids", file)?;
+            let (TensorData::U8(pv), TensorData::I64(qv)) = (pv, qv) else {
+                return Err(wrong_type(file, "pixel_values / pixel_position_ids", "uint8 / int64"));
+            };
+            image_features = Some(generate::encode_image(&vision, &c, (ps, pv), (qs, qv))?);
+        }
+        let mut audio_features = None;
+        if inputs.get("input_features").is_some() {
+            let c = component(cfg.speech.clone(), "speech")?;
+            let audio = runtime::encoder(&package.join(&c.file), provider)?;
+            let (fs, fv) = tensor(inputs, "input_features", file)?;
+            let (ms, mv) = tensor(inputs, "input_features_mask", file)?;
+            let (TensorData::F32(fv), TensorData::Bool(mv)) = (fv, mv) else {
+                return Err(wrong_type(file, "input_features / input_features_mask", "float32 / bool"));
+            };
+            audio_features = Some(generate::encode_audio(&audio, &c, (fs, fv), (ms, mv))?);
+        }
+        Ok(Pipeline { embedder: Some(Embedder { session, component: embed_c, image_features, audio_features, hidden }) })
+    }
+
+    fn front(&self) -> Front<'_> {
+        self.embedder.as_ref().map_or(Front::Ids, Front::Embedding)
+    }
+
+    /// Component parity: the encoder's features against the reference's, element-wise under the dtype's L4
+    /// tolerance; then the features must reach the decoder (zeroing them must move the prompt's last logits).
+    fn judge_component(
+        &self,
+        level: Level,
+        reference: &Inputs,
+        file: &str,
+        tol: &Tolerance,
+        prefill: impl Fn(&Pipeline) -> Result<Vec<f32>>,
+    ) -> Result<Outcome> {
+        let (component, name) = match level {
+            Level::VisionEncoder => ("vision_encoder", "image_features"),
+            _ => ("audio_encoder", "audio_features"),
+        };
+        let e = self.embedder.as_ref().ok_or_else(|| Error::new(format!("{component}: the package has no embedding session")))?;
+        let got = if level == Level::VisionEncoder { &e.image_features } else { &e.audio_features };
+        let got = got.as_ref().ok_or_else(|| Error::new(format!("{component}: the inputs have no media for it")))?;
+        let (got_shape, got) = floats(got, component)?;
+        let (want_shape, want) = match tensor(reference, name, file)? {
+            (s, TensorData::F32(v)) => (s.to_vec(), v),
+            _ => return Err(wrong_type(file, name, "float32")),
+        };
+        let mut reasons = Vec::new();
+        if got_shape != want_shape {
+            reasons.push(format!("{component}: `{name}` has shape {got_shape:?}, the reference's is {want_shape:?}"));
+        }
+        let c = crate::logits::compare(&got, want, tol.atol, tol.rtol);
+        let cols = (*want_shape.last().unwrap_or(&1)).max(1) as usize;
+        if let Some(i) = c.worst_violation_at.filter(|_| got_shape == want_shape) {
+            reasons.push(format!(
+                "{component}: {} of {} values of `{name}` outside atol+rtol*|ref|; worst at [{}, {}]: expected {:.6}, got {:.6}",
+                c.violations,
+                want.len(),
+                i / cols,
+                i % cols,
+                want[i],
+                got[i]
+            ));
+        }
+        // The features must matter: with them zeroed, the prompt's last logits must move.
+        let with = prefill(self)?;
+        let zeroed = {
+            let (s, v) = floats(
+                if level == Level::VisionEncoder { e.image_features.as_ref().unwrap() } else { e.audio_features.as_ref().unwrap() },
+                component,
+            )?;
+            let z = ort::value::Tensor::<f32>::from_array((s, vec![0.0; v.len()])).map_err(|e| Error::new(e.to_string()))?.into_dyn();
+            let copy = |f: &Option<ort::value::DynValue>| -> Result<Option<ort::value::DynValue>> {
+                f.as_ref()
+                    .map(|v| {
+                        floats(v, component).and_then(|(s, d)| {
+                            ort::value::Tensor::<f32>::from_array((s, d)).map(|t| t.into_dyn()).map_err(|e| Error::new(e.to_string()))
+                        })
+                    })
+                    .transpose()
+            };
+            let (image_features, audio_features) =
+                if level == Level::VisionEncoder { (Some(z), copy(&e.audio_features)?) } else { (copy(&e.image_features)?, Some(z)) };
+            let p = Pipeline {
+                embedder: Some(Embedder {
+                    session: e.session.clone(),
+                    component: e.component.clone(),
+                    image_features,
+                    audio_features,
+                    hidden: e.hidden,
+                }),
+            };
+            prefill(&p)?
+        };
+        let moved = crate::logits::compare(&with, &zeroed, 0.0, 0.0).max_abs;
+        let floor = (100.0 * tol.atol).max(1e-3);
+        if moved <= floor {
+            reasons.push(format!(
+                "{component}: zeroing `{name}` moved the last logits by only {moved:.3e} (<= {floor:.1e}): the media never reach the decoder"
+            ));
+        }
+        let summary = format!(
+            "{component}: `{name}` {got_shape:?} max |diff| {:.3e} at [{}, {}], cosine {:.7}; zeroing it moves the last logits by {moved:.3e}",
+            c.max_abs,
+            c.max_abs_at / cols,
+            c.max_abs_at % cols,
+            c.cosine
+        );
+        let status = if reasons.is_empty() { Status::Pass } else { Status::Fail };
+        let mut message = format!("{summary}\n");
+        for r in &reasons {
+            message.push_str(&format!("  - {r}\n"));
+        }
+        message.push_str(&format!("  policy: {tol}\n  reference: {file}\n"));
+        Ok(Outcome { status, message, max_abs_diff: Some(c.max_abs), first_divergence: None, snapshot: None })
+    }
 }

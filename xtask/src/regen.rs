@@ -338,6 +338,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
                 }
             }
             Level::L5 => targets.push((paths.generation.clone(), files.generation.clone())),
+            Level::VisionEncoder | Level::AudioEncoder => {}
         }
     }
     for (path, bytes) in targets {
