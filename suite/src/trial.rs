@@ -274,7 +274,11 @@ struct Trial<'a> {
 
 impl Trial<'_> {
     fn regenerate(&self) -> String {
-        format!("cargo xtask regen-goldens --case {} --level {} --force", self.case.name, self.level)
+        match self.level {
+            // Features and inputs are written with the case's goldens, whatever the level.
+            Level::VisionEncoder | Level::AudioEncoder => format!("cargo xtask regen-goldens --case {} --force", self.case.name),
+            level => format!("cargo xtask regen-goldens --case {} --level {level} --force", self.case.name),
+        }
     }
 
     fn rel(&self, p: &Path) -> String {
@@ -465,7 +469,8 @@ impl Trial<'_> {
                 )?;
                 let prefill = |p: &Pipeline| generate::prefill(&decoder, &p.front(), inputs.input_ids());
                 let r = pipeline.judge_component(self.level, &features, &golden_file, &tol, prefill)?;
-                Ok(Outcome { message: format!("{}: {}", self.name, r.message), ..r })
+                let message = format!("{}: {}  regenerate (only if the reference changed): {}\n", self.name, r.message, self.regenerate());
+                Ok(Outcome { message, ..r })
             }
         }
     }
