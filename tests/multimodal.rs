@@ -33,10 +33,6 @@ fn lcg(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn rows(v: &ort::value::DynValue) -> i64 {
-    v.dtype().tensor_shape().unwrap()[0]
-}
-
 struct Run {
     last: Vec<f32>,
     tokens: Vec<i64>,
@@ -58,15 +54,8 @@ fn run(zero_image: bool, zero_audio: bool) -> Run {
     let image = generate::encode_image(&vision, &vision_c, (&[1, 36, 768], &pixels), (&[1, 36, 2], &positions)).unwrap();
     let mel = lcg(48 * 128, 2);
     let audio_f = generate::encode_audio(&audio, &speech_c, (&[1, 48, 128], &mel), (&[1, 48], &[true; 48])).unwrap();
-    let (n_img, n_aud) = (rows(&image), rows(&audio_f));
-    let hidden = image.dtype().tensor_shape().unwrap()[1];
-    let zeroed = |v: ort::value::DynValue, zero: bool| {
-        if !zero {
-            return v;
-        }
-        let (shape, data) = v.try_extract_tensor::<f32>().unwrap();
-        ort::value::Tensor::<f32>::from_array((shape.to_vec(), vec![0.0; data.len()])).unwrap().into_dyn()
-    };
+    let (n_img, n_aud, hidden) = (image.shape[0], audio_f.shape[0], image.shape[1]);
+    let zeroed = |f: generate::Features, zero: bool| if zero { f.zeroed() } else { f };
     let mut ids = vec![BOS, 300, 301, BOI];
     ids.extend(std::iter::repeat_n(IMAGE, n_img as usize));
     ids.extend([EOI, 302, BOA]);

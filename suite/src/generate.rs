@@ -26,13 +26,33 @@ pub enum Front<'a> {
     Embedding(&'a Embedder),
 }
 
+/// An encoder's output, kept on the host: fed to the embedding session once, compared with the reference's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    pub shape: Vec<i64>,
+    pub data: Vec<f32>,
+}
+
+impl Features {
+    fn from_value(v: &DynValue, what: &str) -> Result<Features> {
+        let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Error::new(format!("{what}: {e}")))?;
+        Ok(Features { shape: shape.to_vec(), data: data.to_vec() })
+    }
+
+    /// The same shape, all zeros: the features of media that carry no information.
+    pub fn zeroed(&self) -> Features {
+        Features { shape: self.shape.clone(), data: vec![0.0; self.data.len()] }
+    }
+}
+
 /// The embedding session of a multimodal package, and the media features of the prompt.
+#[derive(Clone)]
 pub struct Embedder {
     pub session: Arc<Encoder>,
     pub component: Component,
     /// Encoder outputs [tokens, hidden]; `None` for an absent modality (fed as an empty [0, hidden] tensor).
-    pub image_features: Option<DynValue>,
-    pub audio_features: Option<DynValue>,
+    pub image_features: Option<Features>,
+    pub audio_features: Option<Features>,
     pub hidden: i64,
 }
 
@@ -42,18 +62,18 @@ impl Front<'_> {
         let c = &e.component;
         let model = e.session.model.display();
         let tensor_err = |err: ort::Error| Error::new(format!("{model}: {err}"));
-        let empty = || Tensor::<f32>::from_array(([0, e.hidden], Vec::<f32>::new())).map(|t| t.into_dyn()).map_err(tensor_err);
-        let (empty_image, empty_audio) = (empty()?, empty()?);
-        fn media<'v>(f: &'v Option<DynValue>, fallback: &'v DynValue, prompt_step: bool) -> SessionInputValue<'v> {
-            f.as_ref().filter(|_| prompt_step).unwrap_or(fallback).into()
-        }
+        let empty = Features { shape: vec![0, e.hidden], data: Vec::new() };
+        let media = |f: &Option<Features>| -> Result<SessionInputValue<'static>> {
+            let f = f.as_ref().filter(|_| prompt_step).unwrap_or(&empty);
+            Ok(Tensor::<f32>::from_array((f.shape.clone(), f.data.clone())).map_err(tensor_err)?.into())
+        };
         let feeds = vec![
             (
                 c.input("input_ids").to_string(),
                 Tensor::<i64>::from_array(([1, ids.len() as i64], ids.to_vec())).map_err(tensor_err)?.into(),
             ),
-            (c.input("image_features").to_string(), media(&e.image_features, &empty_image, prompt_step)),
-            (c.input("audio_features").to_string(), media(&e.audio_features, &empty_audio, prompt_step)),
+            (c.input("image_features").to_string(), media(&e.image_features)?),
+            (c.input("audio_features").to_string(), media(&e.audio_features)?),
         ];
         let mut out = e.session.run(feeds, &[c.output("inputs_embeds"), c.output("per_layer_inputs")])?.into_iter();
         let (embeds, per_layer) = (out.next().expect("asked for two outputs"), out.next());
@@ -128,7 +148,7 @@ pub fn greedy(
 
 /// Runs a package's vision encoder: `pixel_values` as stored (uint8: the processor's values are exactly
 /// `f32(u8) * f32(1/255)`) with shape [1, patches, 3 * patch^2], and `pixel_position_ids` [1, patches, 2].
-pub fn encode_image(vision: &Encoder, c: &Component, pixels: (&[i64], &[u8]), positions: (&[i64], &[i64])) -> Result<DynValue> {
+pub fn encode_image(vision: &Encoder, c: &Component, pixels: (&[i64], &[u8]), positions: (&[i64], &[i64])) -> Result<Features> {
     let err = |e: ort::Error| Error::new(format!("{}: {e}", vision.model.display()));
     // Exactly what the processor computes (u8 times the f32 nearest 1/255); dividing by 255 differs in the last bit.
     let scaled: Vec<f32> = pixels.1.iter().map(|&p| p as f32 * (1.0f32 / 255.0)).collect();
@@ -139,15 +159,15 @@ pub fn encode_image(vision: &Encoder, c: &Component, pixels: (&[i64], &[u8]), po
             Tensor::<i64>::from_array((positions.0.to_vec(), positions.1.to_vec())).map_err(err)?.into(),
         ),
     ];
-    Ok(vision.run(feeds, &[c.output("image_features")])?.remove(0))
+    Features::from_value(&vision.run(feeds, &[c.output("image_features")])?.remove(0), "vision_encoder")
 }
 
 /// Runs a package's audio encoder on log-mel `input_features` [1, frames, mels] and their mask [1, frames].
-pub fn encode_audio(audio: &Encoder, c: &Component, features: (&[i64], &[f32]), mask: (&[i64], &[bool])) -> Result<DynValue> {
+pub fn encode_audio(audio: &Encoder, c: &Component, features: (&[i64], &[f32]), mask: (&[i64], &[bool])) -> Result<Features> {
     let err = |e: ort::Error| Error::new(format!("{}: {e}", audio.model.display()));
     let feeds = vec![
         (c.input("audio_embeds").to_string(), Tensor::<f32>::from_array((features.0.to_vec(), features.1.to_vec())).map_err(err)?.into()),
         (c.input("attention_mask").to_string(), Tensor::<bool>::from_array((mask.0.to_vec(), mask.1.to_vec())).map_err(err)?.into()),
     ];
-    Ok(audio.run(feeds, &[c.output("audio_features")])?.remove(0))
+    Features::from_value(&audio.run(feeds, &[c.output("audio_features")])?.remove(0), "audio_encoder")
 }

@@ -557,11 +557,6 @@ fn wrong_type(file: &str, name: &str, want: &str) -> Error {
     Error::new(format!("{file}: tensor `{name}` must be {want}"))
 }
 
-fn floats(v: &ort::value::DynValue, what: &str) -> Result<(Vec<i64>, Vec<f32>)> {
-    let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Error::new(format!("{what}: {e}")))?;
-    Ok((shape.to_vec(), data.to_vec()))
-}
-
 impl Pipeline {
     fn build(package: &Path, decoder: &runtime::Decoder, provider: Provider, inputs: &Inputs, file: &str) -> Result<Pipeline> {
         let has_media = inputs.tensors.iter().any(|t| t.name != "input_ids");
@@ -627,18 +622,18 @@ impl Pipeline {
         let e = self.embedder.as_ref().ok_or_else(|| Error::new(format!("{component}: the package has no embedding session")))?;
         let got = if level == Level::VisionEncoder { &e.image_features } else { &e.audio_features };
         let got = got.as_ref().ok_or_else(|| Error::new(format!("{component}: the inputs have no media for it")))?;
-        let (got_shape, got) = floats(got, component)?;
+        let (got_shape, got_data) = (&got.shape, &got.data);
         let (want_shape, want) = match tensor(reference, name, file)? {
             (s, TensorData::F32(v)) => (s.to_vec(), v),
             _ => return Err(wrong_type(file, name, "float32")),
         };
         let mut reasons = Vec::new();
-        if got_shape != want_shape {
+        if *got_shape != want_shape {
             reasons.push(format!("{component}: `{name}` has shape {got_shape:?}, the reference's is {want_shape:?}"));
         }
-        let c = crate::logits::compare(&got, want, tol.atol, tol.rtol);
+        let c = crate::logits::compare(got_data, want, tol.atol, tol.rtol);
         let cols = (*want_shape.last().unwrap_or(&1)).max(1) as usize;
-        if let Some(i) = c.worst_violation_at.filter(|_| got_shape == want_shape) {
+        if let Some(i) = c.worst_violation_at.filter(|_| *got_shape == want_shape) {
             reasons.push(format!(
                 "{component}: {} of {} values of `{name}` outside atol+rtol*|ref|; worst at [{}, {}]: expected {:.6}, got {:.6}",
                 c.violations,
@@ -646,38 +641,16 @@ impl Pipeline {
                 i / cols,
                 i % cols,
                 want[i],
-                got[i]
+                got_data[i]
             ));
         }
         // The features must matter: with them zeroed, the prompt's last logits must move.
         let with = prefill(self)?;
         let zeroed = {
-            let (s, v) = floats(
-                if level == Level::VisionEncoder { e.image_features.as_ref().unwrap() } else { e.audio_features.as_ref().unwrap() },
-                component,
-            )?;
-            let z = ort::value::Tensor::<f32>::from_array((s, vec![0.0; v.len()])).map_err(|e| Error::new(e.to_string()))?.into_dyn();
-            let copy = |f: &Option<ort::value::DynValue>| -> Result<Option<ort::value::DynValue>> {
-                f.as_ref()
-                    .map(|v| {
-                        floats(v, component).and_then(|(s, d)| {
-                            ort::value::Tensor::<f32>::from_array((s, d)).map(|t| t.into_dyn()).map_err(|e| Error::new(e.to_string()))
-                        })
-                    })
-                    .transpose()
-            };
-            let (image_features, audio_features) =
-                if level == Level::VisionEncoder { (Some(z), copy(&e.audio_features)?) } else { (copy(&e.image_features)?, Some(z)) };
-            let p = Pipeline {
-                embedder: Some(Embedder {
-                    session: e.session.clone(),
-                    component: e.component.clone(),
-                    image_features,
-                    audio_features,
-                    hidden: e.hidden,
-                }),
-            };
-            prefill(&p)?
+            let mut e = e.clone();
+            let slot = if level == Level::VisionEncoder { &mut e.image_features } else { &mut e.audio_features };
+            *slot = slot.as_ref().map(generate::Features::zeroed);
+            prefill(&Pipeline { embedder: Some(e) })?
         };
         let moved = crate::logits::compare(&with, &zeroed, 0.0, 0.0).max_abs;
         let floor = (100.0 * tol.atol).max(1e-3);
