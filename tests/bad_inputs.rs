@@ -1,52 +1,31 @@
 //! Bad input never crashes the harness: each bad case, package, tokenizer or golden fails its own trial with a
 //! message naming the file (and field), and the rest of the run goes on.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::Path;
+
+use common::{Scratch, copy_tree, run_all, write};
 use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Outcome, Status, Suite};
-
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
+use mobius_conformance::trial::Status;
 
 /// A suite root with the qwen3-tiny case and goldens, whose cpu-f32 package is a private copy `corrupt` may damage,
 /// and whose case text `edit` may change.
 fn scratch(tag: &str, corrupt: impl Fn(&Path), edit: impl Fn(String) -> String) -> Scratch {
     let repo = workspace_root();
-    let root = std::env::temp_dir().join(format!("mobius-bad-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let scratch = Scratch::new(&format!("bad-{tag}"));
+    let root = scratch.0.clone();
     let pkg = root.join("pkg");
-    copy_dir(&repo.join("fixtures/qwen3-tiny/onnx/cpu-f32"), &pkg);
+    copy_tree(&repo.join("fixtures/qwen3-tiny/onnx/cpu-f32"), &pkg);
     corrupt(&pkg);
     let text = std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml"))
         .unwrap()
         .replace("\"fixtures/qwen3-tiny/hf\"", &format!("\"{}\"", repo.join("fixtures/qwen3-tiny/hf").display()))
         .replace("eps: [default, cpu]", "eps: [cpu]")
         .replace("\"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
-    let case = root.join("cases/causal-lm/qwen3-tiny.yaml");
-    std::fs::create_dir_all(case.parent().unwrap()).unwrap();
-    std::fs::write(&case, edit(text + "external_paths: true\n")).unwrap();
-    copy_dir(&repo.join("goldens/causal-lm"), &root.join("goldens/causal-lm"));
-    Scratch(root)
-}
-
-fn run_all(root: &Path) -> Vec<(String, Outcome)> {
-    let suite = Suite::open(root);
-    suite.plan().iter().map(|spec| (spec.name.clone(), trial::run(&suite, spec, Device::Cpu))).collect()
+    write(&root.join("cases/causal-lm/qwen3-tiny.yaml"), &edit(text + "external_paths: true\n"));
+    copy_tree(&repo.join("goldens/causal-lm"), &root.join("goldens/causal-lm"));
+    scratch
 }
 
 fn assert_fails_naming(root: &Path, needles: &[&str]) {

@@ -2,6 +2,8 @@
 //! embedding (with per-layer inputs) -> decoder on `inputs_embeds`, with the KV cache as for text. Media here are
 //! seeded synthetic tensors; the goldens-backed trials use the real processor's inputs.
 
+mod common;
+
 use std::path::PathBuf;
 
 use mobius_conformance::bootstrap::workspace_root;
@@ -102,40 +104,18 @@ fn encoders_check_what_they_are_fed() {
 mod component_trials {
     //! The component trials catch a broken encoder and name it.
 
-    use std::path::{Path, PathBuf};
-
+    use super::common::{Scratch, copy_tree, run, write};
     use mobius_conformance::bootstrap::workspace_root;
-    use mobius_conformance::runtime::Device;
-    use mobius_conformance::trial::{self, Outcome, Status, Suite};
+    use mobius_conformance::trial::Status;
 
     const CASE: &str = "gemma4-mm-tiny";
-
-    struct Scratch(PathBuf);
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn copy_tree(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            if e.path().is_dir() {
-                copy_tree(&e.path(), &to.join(e.file_name()));
-            } else {
-                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
-    }
 
     /// The multimodal case over a private copy of its package, with `encoder`'s last weight (the projector's
     /// `weight_t`, the tail of its external data: every external tensor of these encoders is float32) scaled by 1.01.
     fn scratch(tag: &str, encoder: &str) -> Scratch {
         let repo = workspace_root();
-        let root = std::env::temp_dir().join(format!("mobius-mm-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let scratch = Scratch::new(&format!("mm-{tag}"));
+        let root = scratch.0.clone();
         let pkg = root.join("pkg");
         copy_tree(&repo.join("fixtures/gemma4-mm-tiny/onnx/default-f32"), &pkg);
         let data = pkg.join(encoder).join("model.onnx.data");
@@ -150,17 +130,9 @@ mod component_trials {
             .unwrap()
             .replace("\"fixtures/gemma4-mm-tiny/hf\"", &format!("\"{}\"", repo.join("fixtures/gemma4-mm-tiny/hf").display()))
             .replace("\"fixtures/gemma4-mm-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
-        let case = root.join(format!("cases/image-text-to-text/{CASE}.yaml"));
-        std::fs::create_dir_all(case.parent().unwrap()).unwrap();
-        std::fs::write(&case, text + "external_paths: true\n").unwrap();
+        write(&root.join(format!("cases/image-text-to-text/{CASE}.yaml")), &(text + "external_paths: true\n"));
         copy_tree(&repo.join("goldens/image-text-to-text"), &root.join("goldens/image-text-to-text"));
-        Scratch(root)
-    }
-
-    fn run(root: &Path, name: &str) -> Outcome {
-        let suite = Suite::open(root);
-        let spec = suite.plan().into_iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no trial {name}"));
-        trial::run(&suite, &spec, Device::Cpu)
+        scratch
     }
 
     #[test]

@@ -3,30 +3,20 @@
 //!
 //! Each test lays out its own suite root in a temp folder (cases, goldens) that points at the committed fixtures.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{Scratch, run, write};
 use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Outcome, Status, Suite};
+use mobius_conformance::trial::Status;
 
 const CASE: &str = "qwen3-tiny";
 const BROKEN: &str = "fixtures/qwen3-tiny/broken/kv-swap-f32";
 
-struct Scratch {
-    root: PathBuf,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
 /// A suite root holding the repository's qwen3-tiny case (edited by `edit`, paths made absolute) and its goldens.
 fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
     let repo = workspace_root();
-    let root = std::env::temp_dir().join(format!("mobius-trials-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let scratch = Scratch::new(&format!("trials-{tag}"));
+    let root = scratch.0.clone();
     let text = std::fs::read_to_string(repo.join(format!("cases/causal-lm/{CASE}.yaml"))).unwrap();
     let text = text.replace("\"fixtures/", &format!("\"{}/fixtures/", repo.display())) + "external_paths: true\n";
     write(&root.join(format!("cases/causal-lm/{CASE}.yaml")), &edit(text));
@@ -35,12 +25,7 @@ fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
         write(&root.join("goldens/causal-lm").join(&name), &std::fs::read_to_string(repo.join("goldens/causal-lm").join(&name)).unwrap());
     }
     std::fs::copy(repo.join("cases/tolerances.yaml"), root.join("cases/tolerances.yaml")).unwrap();
-    Scratch { root }
-}
-
-fn write(p: &Path, text: &str) {
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
+    scratch
 }
 
 /// Points every variant at the broken export.
@@ -52,17 +37,11 @@ fn broken(text: String) -> String {
     out.join("\n") + "\n"
 }
 
-fn run(root: &Path, name: &str) -> Outcome {
-    let suite = Suite::open(root);
-    let spec = suite.plan().into_iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no trial {name}"));
-    trial::run(&suite, &spec, Device::Cpu)
-}
-
 #[test]
 fn the_clean_fixture_passes() {
     let s = scratch("clean", |t| t);
     for level in ["L4", "L5"] {
-        let o = run(&s.root, &format!("{CASE}/text/cpu/f32/{level}"));
+        let o = run(&s.0, &format!("{CASE}/text/cpu/f32/{level}"));
         assert_eq!(o.status, Status::Pass, "{}", o.message);
     }
 }
@@ -70,13 +49,13 @@ fn the_clean_fixture_passes() {
 #[test]
 fn a_broken_export_fails_both_levels_and_names_case_and_diff() {
     let s = scratch("broken", broken);
-    let l4 = run(&s.root, &format!("{CASE}/text/cpu/f32/L4"));
+    let l4 = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(l4.status, Status::Fail, "{}", l4.message);
     assert!(l4.message.contains(&format!("{CASE}/text/cpu/f32/L4")) && l4.message.contains("max |diff|"), "{}", l4.message);
     assert!(l4.message.contains("worst at id"), "{}", l4.message);
     assert!(l4.message.contains("cargo xtask regen-goldens --case qwen3-tiny"), "{}", l4.message);
     assert!(l4.max_abs_diff.unwrap() > 1e-2, "{:?}", l4.max_abs_diff);
-    let l5 = run(&s.root, &format!("{CASE}/text/cpu/f32/L5"));
+    let l5 = run(&s.0, &format!("{CASE}/text/cpu/f32/L5"));
     assert_eq!(l5.status, Status::Fail, "{}", l5.message);
     assert!(l5.message.contains("first") || l5.message.contains("step"), "{}", l5.message);
     assert!(l5.first_divergence.is_some());
@@ -86,7 +65,7 @@ fn a_broken_export_fails_both_levels_and_names_case_and_diff() {
 fn a_golden_from_another_prompt_is_stale() {
     let s = scratch("stale", |t| t.replacen("    - \"", "    - \"# edited\\n", 1));
     for level in ["L4", "L5"] {
-        let o = run(&s.root, &format!("{CASE}/text/cpu/f32/{level}"));
+        let o = run(&s.0, &format!("{CASE}/text/cpu/f32/{level}"));
         assert_eq!(o.status, Status::Fail);
         assert!(o.message.contains("golden is stale") && o.message.contains("regen-goldens"), "{}", o.message);
     }
@@ -96,14 +75,14 @@ fn a_golden_from_another_prompt_is_stale() {
 fn xfail_is_strict() {
     let xfail = |t: String| t + "xfail:\n  levels: [L4]\n  eps: [cpu]\n  reason: \"kv heads swapped on purpose\"\n";
     let s = scratch("xpass", xfail);
-    let o = run(&s.root, &format!("{CASE}/text/cpu/f32/L4"));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::Fail);
     assert!(o.message.contains("unexpectedly passed") && o.message.contains("remove the xfail"), "{}", o.message);
-    let untouched = run(&s.root, &format!("{CASE}/text/default/f32/L4"));
+    let untouched = run(&s.0, &format!("{CASE}/text/default/f32/L4"));
     assert_eq!(untouched.status, Status::Pass, "the xfail names only the cpu ep");
 
     let s = scratch("xfail", |t| xfail(broken(t)));
-    let o = run(&s.root, &format!("{CASE}/text/cpu/f32/L4"));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::ExpectedFailure, "{}", o.message);
     assert!(o.message.contains("kv heads swapped on purpose"), "{}", o.message);
 }
@@ -113,10 +92,10 @@ fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
     let s = scratch("snap", broken);
     let name = format!("{CASE}/text/cpu/f32/L5");
     // No snapshot yet: the divergent stream fails (and, outside CI, leaves a .snap.new to review).
-    let first = run(&s.root, &name);
+    let first = run(&s.0, &name);
     assert_eq!(first.status, Status::Fail);
     assert!(first.message.contains("cargo insta review"), "{}", first.message);
-    let snap_dir = s.root.join("goldens/causal-lm/snapshots");
+    let snap_dir = s.0.join("goldens/causal-lm/snapshots");
     let snap = snap_dir.join(format!("{CASE}__text__cpu__f32__L5.snap"));
     let pending = snap.with_extension("snap.new");
     // Accept it the way `cargo insta review` does: the reviewed content becomes the committed .snap.
@@ -129,11 +108,11 @@ fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
         format!("---\nsource: suite/src/snapshot.rs\n---\n{}", first.snapshot.clone().expect("a failing stream renders its snapshot"))
     };
     write(&snap, &content);
-    let accepted = run(&s.root, &name);
+    let accepted = run(&s.0, &name);
     assert_eq!(accepted.status, Status::Accepted, "{}", accepted.message);
 
     write(&snap, &content.replace("token match:", "token match (edited):"));
-    let changed = run(&s.root, &name);
+    let changed = run(&s.0, &name);
     assert_eq!(changed.status, Status::Fail, "{}", changed.message);
     assert!(changed.message.contains("does not match"), "{}", changed.message);
     let _ = std::fs::remove_file(&pending);
