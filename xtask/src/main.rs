@@ -19,10 +19,12 @@ Tasks:
       with the mobius builder in the `default` and `cpu` flavours). Offline and deterministic.
 
   regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
+                [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
       Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/.
       Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
       overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
-      cases with trust_remote_code unless --allow-remote-code.
+      cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
+      --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
 
   ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
       Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.

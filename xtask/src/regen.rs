@@ -56,6 +56,10 @@ struct Options {
     dry_run: bool,
     allow_ci: bool,
     allow_remote_code: bool,
+    root: Option<PathBuf>,
+    /// Use the reference's raw outputs saved earlier (`--keep-raw`) instead of running it.
+    from_raw: Option<PathBuf>,
+    keep_raw: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -75,6 +79,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--dry-run" => o.dry_run = true,
             "--allow-ci" => o.allow_ci = true,
             "--allow-remote-code" => o.allow_remote_code = true,
+            "--root" => o.root = Some(PathBuf::from(it.next().ok_or("--root needs a directory")?)),
+            "--from-raw" => o.from_raw = Some(PathBuf::from(it.next().ok_or("--from-raw needs a directory")?)),
+            "--keep-raw" => o.keep_raw = Some(PathBuf::from(it.next().ok_or("--keep-raw needs a directory")?)),
             other => return Err(format!("regen-goldens: unknown option `{other}`")),
         }
     }
@@ -138,7 +145,7 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
     if std::env::var_os("CI").is_some() && !opts.allow_ci {
         return Err("refusing to write goldens under CI (CI is set): goldens are reviewed changes; pass --allow-ci to override".into());
     }
-    let root = workspace_root();
+    let root = opts.root.clone().unwrap_or_else(workspace_root);
     let suite = Suite::open(&root);
     let work = target_dir().join("regen-goldens").join(std::process::id().to_string());
     let _ = std::fs::remove_dir_all(&work);
@@ -170,7 +177,7 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             continue;
         }
         for modality in case.modalities() {
-            match plan_job(&suite, &case, modality, &work) {
+            match plan_job(&suite, &case, modality, opts.from_raw.as_deref().unwrap_or(&work)) {
                 Ok(Ok(job)) => jobs.push(job),
                 Ok(Err(skipped)) => skipped.iter().for_each(|l| println!("{l}")),
                 Err(e) => {
@@ -180,11 +187,18 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    if !jobs.is_empty() {
+    if !jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
         let spec_path = work.join("jobs.json");
         std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
         run_python(&[reference_script("goldens.py").as_os_str(), spec_path.as_os_str()])?;
+        if let Some(keep) = &opts.keep_raw {
+            std::fs::create_dir_all(keep).map_err(|e| format!("{}: {e}", keep.display()))?;
+            for (_, job) in &jobs {
+                let to = keep.join(job.raw.file_name().unwrap());
+                std::fs::copy(&job.raw, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+            }
+        }
     }
     for (_, job) in &jobs {
         match write_case_goldens(&suite, job, &opts) {
