@@ -67,6 +67,17 @@ impl Suite {
             .collect()
     }
 
+    /// Where reviewed snapshots of a task live. In this repository that is inside the `harness` package, because
+    /// `cargo insta review` looks for pending snapshots in package folders only; elsewhere beside the goldens.
+    pub fn snapshots_dir(&self, task_dir: &str) -> PathBuf {
+        let harness = self.root.join("harness");
+        if harness.join("Cargo.toml").is_file() {
+            harness.join("snapshots").join(task_dir)
+        } else {
+            self.goldens_dir.join(task_dir).join("snapshots")
+        }
+    }
+
     /// A case with one modality keeps mobius' names (`<case>.json`); with several, each has `<case>.<modality>.json`.
     pub fn golden_paths(&self, case: &Case, modality: Modality) -> GoldenPaths {
         let stem = if case.modalities().len() > 1 { format!("{}.{}", case.name, modality.slug()) } else { case.name.clone() };
@@ -457,7 +468,7 @@ impl Trial<'_> {
                     first_divergence: r.first_divergence.as_ref().map(|d| d.index),
                     snapshot: None,
                 };
-                Ok(self.review_snapshot(outcome, golden_path, || {
+                Ok(self.review_snapshot(outcome, || {
                     let l4 = paths.prefill.is_file().then(|| self.l4_note(&paths.prefill, &free.prefill_logits, &tol)).flatten();
                     (snapshot::render(self.name, &r, &golden, &token, &text), format!("{}\n{}", self.name, l4.unwrap_or_default()))
                 }))
@@ -478,8 +489,8 @@ impl Trial<'_> {
     /// A failing stream, or one with a committed snapshot, is judged by its snapshot: equal to the reviewed one, it
     /// passes as ACCEPTED; otherwise it fails, and insta leaves a `.snap.new` to review (not under CI). An expected
     /// failure needs no review: its reason is already written in the case. `render` gives (content, description).
-    fn review_snapshot(&self, o: Outcome, golden_path: &Path, render: impl FnOnce() -> (String, String)) -> Outcome {
-        let dir = golden_path.parent().unwrap_or(&self.suite.goldens_dir).join("snapshots");
+    fn review_snapshot(&self, o: Outcome, render: impl FnOnce() -> (String, String)) -> Outcome {
+        let dir = self.suite.snapshots_dir(&self.case.task_dir);
         let v = self.variant;
         let name = format!("{}__{}__{}__{}__{}", self.case.name, self.modality.slug(), v.ep, v.dtype, self.level);
         let committed = snapshot::path(&dir, &name).is_file();
