@@ -13,6 +13,7 @@ pub mod hub;
 pub mod inputs;
 pub mod logits;
 pub mod package;
+pub mod pipeline;
 pub mod report;
 pub mod runtime;
 pub mod snapshot;
