@@ -136,8 +136,6 @@ pub enum Dtype {
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::Int4];
-
     pub fn name(self) -> &'static str {
         match self {
             Dtype::F32 => "f32",

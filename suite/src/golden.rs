@@ -117,13 +117,6 @@ pub struct GenerationGolden {
     pub provenance: Option<Provenance>,
 }
 
-impl GenerationGolden {
-    /// The smallest top1-top2 margin over all steps (how close the golden is to flipping honestly).
-    pub fn min_margin(&self) -> Option<f64> {
-        self.steps.iter().filter_map(StepTop::margin).reduce(f64::min)
-    }
-}
-
 /// Paths of a case's goldens (for one modality, when the case has several).
 #[derive(Debug, Clone)]
 pub struct GoldenPaths {

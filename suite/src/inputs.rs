@@ -30,15 +30,6 @@ impl TensorData {
             TensorData::Bool(_) => "bool",
         }
     }
-
-    fn update(&self, h: &mut Sha256) {
-        match self {
-            TensorData::I64(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-            TensorData::F32(v) => v.iter().for_each(|x| h.update(x.to_le_bytes())),
-            TensorData::U8(v) => h.update(v),
-            TensorData::Bool(v) => v.iter().for_each(|&x| h.update([x as u8])),
-        }
-    }
 }
 
 /// What goes into a prefill: token ids now; media tensors join them for multimodal cases.
@@ -75,7 +66,7 @@ impl Inputs {
                 h.update(d.to_le_bytes());
             }
             h.update([0]);
-            t.data.update(&mut h);
+            h.update(t.data.bytes());
             h.update([0]);
         }
         let digest = h.finalize();

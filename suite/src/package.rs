@@ -39,7 +39,6 @@ impl Component {
 pub struct GenaiConfig {
     pub decoder_file: Option<String>,
     pub eos_token_ids: Vec<i64>,
-    pub vocab_size: Option<i64>,
     pub embedding: Option<Component>,
     pub vision: Option<Component>,
     pub speech: Option<Component>,
@@ -63,7 +62,6 @@ impl GenaiConfig {
         Ok(GenaiConfig {
             decoder_file: model["decoder"]["filename"].as_str().map(str::to_string),
             eos_token_ids,
-            vocab_size: model["vocab_size"].as_i64(),
             embedding: Component::parse(&model["embedding"]),
             vision: Component::parse(&model["vision"]),
             speech: Component::parse(&model["speech"]),

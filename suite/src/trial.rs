@@ -547,9 +547,3 @@ pub fn package_model(package: &Path) -> Result<PathBuf> {
     }
     Ok(model)
 }
-
-/// Resolves a trial's tolerance the way `run` does (for reports and tests).
-pub fn tolerance_for(suite: &Suite, case: &Case, level: Level, dtype: Dtype) -> Result<Tolerance> {
-    let policy = suite.policy.as_ref().map_err(Clone::clone)?;
-    Ok(policy.resolve(level, dtype, case.spec.tolerance.as_ref(), case.spec.min_token_match_ratio))
-}
