@@ -382,6 +382,21 @@ def normalize_modes(root):
             os.chmod(os.path.join(dirpath, f), 0o644)
 
 
+def design_gate(label, what, logits, tokens):
+    """The goldens' design rule, shared by the text and multimodal checks: log the run, then refuse a
+    golden that stops at EOS or whose smallest top1-top2 margin (over [steps, vocab] logits) is a near-tie."""
+    top2 = logits.topk(2, dim=-1).values
+    margins = top2[:, 0] - top2[:, 1]
+    log(f"  design check {label}: {what}, min top1-top2 margin {float(margins.min()):.4f} "
+        f"(step {int(margins.argmin())}), |logit| <= {float(logits.abs().max()):.2f}, "
+        f"{len(set(tokens))} distinct of {len(tokens)} tokens {tokens}")
+    if len(tokens) < GEN_TOKENS or EOS_ID in tokens:
+        raise SystemExit(f"{label}: generation hit EOS: {tokens}")
+    if float(margins.min()) < MIN_MARGIN:
+        raise SystemExit(f"{label}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
+    return margins
+
+
 def check_design(name, model, tok_dir):
     """Greedy HF run on PROMPTS[name]: the goldens must be far from ties and not stop at EOS."""
     from transformers import AutoTokenizer
@@ -393,16 +408,8 @@ def check_design(name, model, tok_dir):
                              output_logits=True, return_dict_in_generate=True,
                              eos_token_id=EOS_ID, pad_token_id=PAD_ID)
     logits = torch.stack([lg[0] for lg in out.logits])  # step 0 = prefill's last position
-    top2 = logits.topk(2, dim=-1).values
-    margins = top2[:, 0] - top2[:, 1]
     tokens = out.sequences[0, ids.shape[1]:].tolist()
-    log(f"  design check: prompt {ids.shape[1]} tokens, min top1-top2 margin {float(margins.min()):.4f} "
-        f"(step {int(margins.argmin())}), |logit| <= {float(logits.abs().max()):.2f}, "
-        f"{len(set(tokens))} distinct of {len(tokens)} tokens {tokens}")
-    if len(tokens) < GEN_TOKENS or EOS_ID in tokens:
-        raise SystemExit(f"{name}: generation hit EOS: {tokens}")
-    if float(margins.min()) < MIN_MARGIN:
-        raise SystemExit(f"{name}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
+    design_gate(name, f"prompt {ids.shape[1]} tokens", logits, tokens)
 
 
 def mobius_build(root, hf_rel, out_rel, ep, keep_all=False):
@@ -642,18 +649,10 @@ def check_design_mm(name, hf_dir, out_root):
     for modality in MM_PROMPTS:
         enc = mm_encode(processor, out_root, modality)
         prefill, generated, steps = G.greedy(model, enc, GEN_TOKENS, [EOS_ID], PAD_ID)
-        top2 = steps.topk(2, dim=-1).values
-        margins = top2[:, 0] - top2[:, 1]
         tokens = generated.tolist()
         ids = enc["input_ids"][0].tolist()
-        log(f"  design check {modality}: prompt {len(ids)} tokens ({ids.count(MM_TOKEN_IDS['image_token_id'])} "
-            f"image, {ids.count(MM_TOKEN_IDS['audio_token_id'])} audio), min top1-top2 margin "
-            f"{float(margins.min()):.4f} (step {int(margins.argmin())}), |logit| <= {float(steps.abs().max()):.2f}, "
-            f"{len(set(tokens))} distinct of {len(tokens)} tokens {tokens}")
-        if len(tokens) < GEN_TOKENS or EOS_ID in tokens:
-            raise SystemExit(f"{name} {modality}: generation hit EOS: {tokens}")
-        if float(margins.min()) < MIN_MARGIN:
-            raise SystemExit(f"{name} {modality}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
+        margins = design_gate(f"{name} {modality}", f"prompt {len(ids)} tokens ({ids.count(MM_TOKEN_IDS['image_token_id'])} "
+                              f"image, {ids.count(MM_TOKEN_IDS['audio_token_id'])} audio)", steps, tokens)
         if len(set(tokens)) < GEN_TOKENS // 2:
             raise SystemExit(f"{name} {modality}: tokens collapse: {tokens}")
         # A generated media placeholder (or turn marker) would be fed back as input: HF embeds an
