@@ -21,7 +21,13 @@ fn scratch(tag: &str, corrupt: impl Fn(&Path), edit: impl Fn(String) -> String) 
     let text = std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml"))
         .unwrap()
         .replace("\"fixtures/qwen3-tiny/hf\"", &format!("\"{}\"", repo.join("fixtures/qwen3-tiny/hf").display()))
+        .replace("\"fixtures/tokenizer\"", &format!("\"{}\"", repo.join("fixtures/tokenizer").display()))
         .replace("eps: [default, cpu]", "eps: [cpu]")
+        .replace("dtypes: [f32, f16, bf16, int4]", "dtypes: [f32]")
+        .lines()
+        .filter(|l| !l.contains("packages:") && !l.contains("cpu/f16:") && !l.contains("cpu/bf16:"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
         .replace("\"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
     write(&root.join("cases/causal-lm/qwen3-tiny.yaml"), &edit(text + "external_paths: true\n"));
     copy_tree(&repo.join("goldens/causal-lm"), &root.join("goldens/causal-lm"));
@@ -88,7 +94,14 @@ fn missing_package() {
 
 #[test]
 fn missing_tokenizer() {
-    let s = scratch("notok", |_| {}, |t| t + "tokenizer: \"no/tokenizer/here\"\n");
+    let s = scratch(
+        "notok",
+        |_| {},
+        |t| {
+            t.lines().filter(|l| !l.starts_with("tokenizer:")).map(|l| format!("{l}\n")).collect::<String>()
+                + "tokenizer: \"no/tokenizer/here\"\n"
+        },
+    );
     assert_fails_naming(&s.0, &["cases/causal-lm/qwen3-tiny.yaml", "field `tokenizer`", "no/tokenizer/here", "no such folder"]);
 }
 

@@ -136,8 +136,8 @@ fn mobius_cases_and_tolerances_load_unchanged() {
     let plan = suite.plan();
     assert!(plan.len() >= 18, "{} trials", plan.len());
     for spec in &plan {
-        let TrialKind::Conformance { case, level, modality, .. } = &spec.kind else { panic!("{} did not load", spec.name) };
-        let paths = suite.golden_paths(case, *modality);
+        let TrialKind::Conformance { case, level, modality, variant } = &spec.kind else { panic!("{} did not load", spec.name) };
+        let paths = suite.golden_paths(case, *modality, variant.dtype);
         match level {
             Level::L4 if paths.prefill.is_file() => drop(PrefillGolden::load(&paths.prefill).unwrap_or_else(|e| panic!("{e}"))),
             Level::L5 if paths.generation.is_file() => drop(GenerationGolden::load(&paths.generation).unwrap_or_else(|e| panic!("{e}"))),

@@ -21,6 +21,7 @@ fn run(vocab: usize) -> ReferenceRun {
             torch: "2.15.0".into(),
             dtype: "float32".into(),
             device: "cpu".into(),
+            weights: None,
         },
     }
 }

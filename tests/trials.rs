@@ -5,12 +5,39 @@
 
 mod common;
 
-use common::{Scratch, run, write};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use common::{Scratch, copy_tree, run, write};
 use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::onnx_bytes::Model;
 use mobius_conformance::trial::Status;
 
 const CASE: &str = "qwen3-tiny";
-const BROKEN: &str = "fixtures/qwen3-tiny/broken/kv-swap-f32";
+
+/// qwen3-tiny's cpu build with KV heads 0 and 1 of layer 0's K projection swapped, a bug class that shipped: made
+/// once per process by a same-length patch of the exported weights, as `cargo xtask mutants` makes its mutants.
+fn broken_package() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = std::env::temp_dir().join(format!("mobius-trials-kv-swap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &out);
+        let mut m = Model::read(&out.join("model.onnx")).unwrap();
+        let name = m.graph.initializers.iter().find(|t| t.name.contains("layers.0.self_attn.k_proj")).expect("k_proj weight").name.clone();
+        let cols = m.tensor(&name).unwrap().dims[1] as usize;
+        let head = 16;
+        assert_eq!(cols, 2 * head, "[hidden, 2 kv heads x 16]");
+        let mut w = m.f32s(&name).unwrap();
+        for row in w.chunks_exact_mut(cols) {
+            let (h0, h1) = row.split_at_mut(head);
+            h0.swap_with_slice(&mut h1[..head]);
+        }
+        m.set_f32s(&name, &w).unwrap();
+        m.write(&out).unwrap();
+        out
+    })
+}
 
 /// A suite root holding the repository's qwen3-tiny case (edited by `edit`, paths made absolute) and its goldens.
 fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
@@ -30,7 +57,7 @@ fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
 
 /// Points every variant at the broken export.
 fn broken(text: String) -> String {
-    let abs = workspace_root().join(BROKEN);
+    let abs = broken_package();
     let mut out: Vec<String> = text.lines().filter(|l| !l.trim_start().starts_with("package:")).map(str::to_string).collect();
     let i = out.iter().position(|l| l.trim_start().starts_with("matrix:")).expect("case has a matrix");
     out.insert(i + 1, format!("  package: \"{}\"", abs.display()));

@@ -5,6 +5,11 @@
 //! --no-deps --require-hashes --target <cache> -r suite/locks/onnxruntime-<version>.txt`: only wheels whose sha256 the
 //! lock lists install. Several test processes may start at once: a file lock serialises the install, and the
 //! finished tree is renamed into place, so no process sees half an install.
+//!
+//! The CUDA flavour's lock also pins the NVIDIA wheels (CUDA 13 runtime, cuBLAS, cuFFT, cuRAND, NVRTC, nvJitLink,
+//! cuDNN 9) that ONNX Runtime's CUDA provider loads. They land in `<tree>/nvidia/*/lib`, which no loader searches
+//! and `LD_LIBRARY_PATH` cannot name once the process runs, so [`locate`] preloads them (see
+//! [`preload_cuda_libraries`]) before ONNX Runtime loads `libonnxruntime_providers_cuda.so`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,8 +57,17 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Where the library is, installing it first if need be.
+/// Where the library is, installing it first if need be. For [`Flavor::Gpu`] the NVIDIA libraries found beside it
+/// are preloaded too (see [`preload_cuda_libraries`]), so the CUDA provider finds them when a session registers it.
 pub fn locate(flavor: Flavor) -> Result<PathBuf> {
+    let lib = locate_library(flavor)?;
+    if flavor == Flavor::Gpu {
+        preload_cuda_libraries(&lib)?;
+    }
+    Ok(lib)
+}
+
+fn locate_library(flavor: Flavor) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
         let p = PathBuf::from(p);
         if !p.is_file() {
@@ -62,17 +76,31 @@ pub fn locate(flavor: Flavor) -> Result<PathBuf> {
         return Ok(p);
     }
     let cache = target_dir().join("onnxruntime").join(format!("{}-{ORT_VERSION}", flavor.package()));
-    if let Some(lib) = find_library(&cache) {
+    if let Some(lib) = installed(flavor, &cache) {
         return Ok(lib);
     }
     install(flavor, &cache)?;
-    find_library(&cache).ok_or_else(|| {
+    installed(flavor, &cache).ok_or_else(|| {
         Error::new(format!(
             "installed {}=={ORT_VERSION} into {} but found no ONNX Runtime library in it",
             flavor.package(),
             cache.display()
         ))
     })
+}
+
+/// Records, inside an installed tree, the lock it was installed from.
+const STAMP: &str = ".mobius-lock.txt";
+
+/// The library of a finished install. A CUDA tree must also have been installed from today's lock: one from an older
+/// lock (before the NVIDIA wheels were in it, say) is installed again. A CPU tree is taken as it is, so an existing
+/// cache keeps working offline.
+fn installed(flavor: Flavor, cache: &Path) -> Option<PathBuf> {
+    let lib = find_library(cache)?;
+    if flavor == Flavor::Gpu && fs::read_to_string(cache.join(STAMP)).ok().as_deref() != Some(flavor.lock()) {
+        return None;
+    }
+    Some(lib)
 }
 
 /// The shared library inside an installed wheel tree (`onnxruntime/capi/libonnxruntime.so.1.31.1`).
@@ -98,12 +126,18 @@ fn install(flavor: Flavor, cache: &Path) -> Result<()> {
     let lock = fs::File::create(&lock_path).at(lock_path.display())?;
     lock.lock().at(format!("locking {}", lock_path.display()))?;
     // Another process may have finished while we waited for the lock.
-    if find_library(cache).is_some() {
+    if installed(flavor, cache).is_some() {
         return Ok(());
     }
     let staging = parent.join(format!(".staging-{}-{}", flavor.package(), std::process::id()));
-    eprintln!("mobius-conformance: installing {}=={ORT_VERSION} into {} (first run only)", flavor.package(), cache.display());
+    let what = match flavor {
+        Flavor::Cpu => String::new(),
+        Flavor::Gpu => " and its NVIDIA CUDA 13 / cuDNN 9 wheels (about 1.6 GB to download, 2.6 GB installed)".into(),
+    };
+    eprintln!("mobius-conformance: installing {}=={ORT_VERSION}{what} into {} (first run only)", flavor.package(), cache.display());
     install_locked(flavor.lock(), &staging)?;
+    let stamp = staging.join(STAMP);
+    fs::write(&stamp, flavor.lock()).at(stamp.display())?;
     if cache.exists() {
         fs::remove_dir_all(cache).at(cache.display())?;
     }
@@ -157,4 +191,85 @@ pub fn install_locked(lock: &str, dest: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The NVIDIA libraries ONNX Runtime 1.31.1's CUDA provider loads (it is a CUDA 13.0 build; cuDNN 9), each after
+/// the ones it needs. cuDNN's own sub-libraries are not listed: `libcudnn.so.9` opens them from its directory when it
+/// needs them. Interposers that would replace symbols process-wide (`libnvblas`, `libcufftw`) are never loaded.
+pub const CUDA_LIBRARIES: &[&str] = &[
+    "libcudart.so.13",
+    "libcublasLt.so.13",
+    "libcublas.so.13",
+    "libnvJitLink.so.13",
+    "libnvrtc.so.13",
+    "libcurand.so.10",
+    "libcufft.so.12",
+    "libcudnn.so.9",
+];
+
+/// Loads the NVIDIA libraries of the `nvidia-*` wheels installed next to `ort_lib` (the ONNX Runtime library), with
+/// `RTLD_NOW | RTLD_GLOBAL`, in the order of [`CUDA_LIBRARIES`], and returns the files it loaded.
+///
+/// The wheels put them in `<site-packages>/nvidia/{cu13,cudnn,...}/lib`; the `nvidia/` folder is looked for beside
+/// `ort_lib` and up to three folders above it (`onnxruntime/capi/lib...` puts it two above), which covers both the
+/// bootstrap's own install and an `ORT_DYLIB_PATH` into a Python environment. Once loaded, a library is what the
+/// dynamic loader hands ONNX Runtime's CUDA provider when it asks for that name, wherever the provider would have
+/// searched; they stay loaded for the life of the process.
+///
+/// Nothing to load is not an error: with no `nvidia/` folder (e.g. CUDA installed system-wide, or not at all) or a
+/// library missing from it, this loads what it finds, possibly nothing, and ONNX Runtime's strict CUDA registration
+/// then succeeds from the system's libraries or fails with its own message. A library that is there but does not load
+/// (damaged, wrong architecture, a missing dependency) is an error naming the file and the loader's reason.
+pub fn preload_cuda_libraries(ort_lib: &Path) -> Result<Vec<PathBuf>> {
+    let Some(nvidia) = nvidia_tree(ort_lib) else {
+        return Ok(Vec::new());
+    };
+    let mut lib_dirs: Vec<PathBuf> =
+        fs::read_dir(&nvidia).at(nvidia.display())?.filter_map(|e| e.ok().map(|e| e.path().join("lib"))).filter(|d| d.is_dir()).collect();
+    lib_dirs.sort();
+    let mut loaded = Vec::new();
+    for name in CUDA_LIBRARIES {
+        let Some(path) = lib_dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) else {
+            continue;
+        };
+        load_global(&path).map_err(|e| {
+            Error::new(format!(
+                "preloading {} for ONNX Runtime's CUDA execution provider: {e}. The NVIDIA wheel that holds it is \
+                 damaged or incomplete: reinstall it (for the suite's own install, delete {} and run again)",
+                path.display(),
+                target_dir().join("onnxruntime").join(format!("{}-{ORT_VERSION}", Flavor::Gpu.package())).display()
+            ))
+        })?;
+        loaded.push(path);
+    }
+    Ok(loaded)
+}
+
+/// The `nvidia/` folder of the Python tree the ONNX Runtime library sits in, if any.
+fn nvidia_tree(ort_lib: &Path) -> Option<PathBuf> {
+    let real = fs::canonicalize(ort_lib).ok();
+    [Some(ort_lib), real.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(Path::parent)
+        .flat_map(|dir| dir.ancestors().take(4))
+        .map(|dir| dir.join("nvidia"))
+        .find(|n| n.is_dir())
+}
+
+#[cfg(unix)]
+fn load_global(path: &Path) -> std::result::Result<(), String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: loading runs the library's initialisers. These are NVIDIA's runtime libraries, from hash-pinned wheels
+    // or the environment ORT_DYLIB_PATH names; the CUDA provider would load and initialise the same files itself.
+    let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
+    // Never unloaded: the CUDA provider binds to it for the life of the process.
+    let _ = library.into_raw();
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn load_global(path: &Path) -> std::result::Result<(), String> {
+    // The NVIDIA wheels' Windows DLLs are `bin/*.dll`: no file of these names is there to reach this.
+    Err(format!("{} is a Linux library", path.display()))
 }

@@ -56,6 +56,10 @@ pub struct CaseSpec {
     /// Trials expected to fail, strictly: one that passes is reported as a failure.
     #[serde(default)]
     pub xfail: Option<Xfail>,
+    /// Benchmark tasks (`cases/tasks/<task>.yaml`) the accuracy gate runs on every variant of the matrix: trials
+    /// `<task>/<case>/<ep>/<dtype>/accuracy`, judged against `goldens/baselines/<task>/<case>.json`.
+    #[serde(default)]
+    pub accuracy: Vec<String>,
     /// Lets local paths point outside the suite root (absolute, or `..` above it). Off: a case cannot read
     /// files elsewhere on the machine by accident.
     #[serde(default)]
@@ -145,6 +149,17 @@ impl Dtype {
         }
     }
 
+    /// The reference a variant of this dtype is judged against, when it is not the plain float32 one: int4 is
+    /// judged against the float32 reference with the package's own int4 weights dequantized into it (kernel
+    /// parity), which separates a broken kernel or packing from honest quantization loss. The accuracy gate
+    /// judges the quantization loss itself.
+    pub fn golden_suffix(self) -> Option<&'static str> {
+        match self {
+            Dtype::Int4 => Some("int4"),
+            Dtype::F32 | Dtype::F16 | Dtype::Bf16 => None,
+        }
+    }
+
     /// Accepts our short names and mobius' long ones.
     pub fn parse(s: &str) -> Option<Dtype> {
         Some(match s {
@@ -196,6 +211,8 @@ pub enum Level {
     VisionEncoder,
     /// The same for the audio encoder.
     AudioEncoder,
+    /// The accuracy gate on a benchmark task (trials come from the case's `accuracy` tasks; named in `xfail`).
+    Accuracy,
 }
 
 impl Level {
@@ -205,14 +222,16 @@ impl Level {
             Level::L5 => "L5",
             Level::VisionEncoder => "vision_encoder",
             Level::AudioEncoder => "audio_encoder",
+            Level::Accuracy => "accuracy",
         }
     }
 
-    /// Case files name L4 and L5; the component levels come from the modalities.
+    /// Case files name L4 and L5 (and `accuracy` in an `xfail`); the component levels come from the modalities.
     pub fn parse(s: &str) -> Option<Level> {
         match s {
             "L4" => Some(Level::L4),
             "L5" => Some(Level::L5),
+            "accuracy" => Some(Level::Accuracy),
             _ => None,
         }
     }
@@ -282,7 +301,7 @@ macro_rules! deserialize_by_name {
 }
 deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
 deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
-deserialize_by_name!(Level, "level", "L4, L5");
+deserialize_by_name!(Level, "level", "L4, L5, accuracy");
 deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
 
 /// mobius' `level: "L4" | "L5" | "L4+L5"`.
@@ -292,7 +311,8 @@ pub struct Levels(pub Vec<Level>);
 impl<'de> Deserialize<'de> for Levels {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        let levels: Option<Vec<Level>> = s.split('+').map(|p| Level::parse(p.trim())).collect();
+        let levels: Option<Vec<Level>> =
+            s.split('+').map(|p| Level::parse(p.trim()).filter(|l| matches!(l, Level::L4 | Level::L5))).collect();
         match levels {
             Some(mut v) if !v.is_empty() => {
                 v.sort();
@@ -435,6 +455,7 @@ impl Case {
         paths.extend(s.reference.iter().map(|p| ("reference", p)));
         paths.extend(s.inputs.images.iter().map(|p| ("inputs.images", p)));
         paths.extend(s.inputs.audio.iter().map(|p| ("inputs.audio", p)));
+        paths.extend(s.accuracy.iter().map(|p| ("accuracy", p)));
         for (field, p) in paths {
             match HubRef::parse(p) {
                 Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),

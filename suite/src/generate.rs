@@ -85,8 +85,8 @@ impl Front<'_> {
 pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>> {
     let mut cache = decoder.new_cache()?;
     let out = decoder.step(front.input(ids, true)?, &mut cache)?;
-    check_finite(&out.last_logits, 0).map_err(|e| e.context(decoder.model.display()))?;
-    Ok(out.last_logits)
+    check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
+    Ok(out.logits)
 }
 
 /// One generation step as the package saw it.
@@ -124,12 +124,12 @@ pub fn greedy(
     eos: &[i64],
     forced: Option<&[i64]>,
 ) -> Result<Generated> {
-    let mut cache = decoder.new_cache()?;
-    let mut logits = decoder.step(front.input(prompt, true)?, &mut cache)?.last_logits;
+    let limit = forced.map_or(max_new_tokens, <[i64]>::len);
+    let mut run = decoder.start(prompt.len() + limit)?;
+    let mut logits = decoder.advance(&mut run, front.input(prompt, true)?)?.logits;
     let model = decoder.model.display();
     check_finite(&logits, 0).map_err(|e| e.context(&model))?;
     let prefill_logits = logits.clone();
-    let limit = forced.map_or(max_new_tokens, <[i64]>::len);
     let mut tokens = Vec::with_capacity(limit);
     let mut steps = Vec::with_capacity(limit);
     for i in 0..limit {
@@ -140,7 +140,7 @@ pub fn greedy(
         if i + 1 == limit || (forced.is_none() && eos.contains(&next)) {
             break;
         }
-        logits = decoder.step(front.input(&[next], false)?, &mut cache)?.last_logits;
+        logits = decoder.advance(&mut run, front.input(&[next], false)?)?.logits;
         check_finite(&logits, i + 1).map_err(|e| e.context(&model))?;
     }
     Ok(Generated { tokens, steps, prefill_logits })

@@ -46,6 +46,10 @@ pub struct Provenance {
     pub torch: String,
     pub dtype: String,
     pub device: String,
+    /// Set when the reference ran with other weights than `reference`'s own: for int4 kernel-parity goldens,
+    /// the int4 package whose weights were dequantized into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
 }
 
 /// L4: the reference's prefill, last position.
@@ -126,6 +130,9 @@ pub struct GoldenPaths {
     pub inputs: PathBuf,
     /// The reference's encoder outputs (`image_features`, `audio_features`), safetensors.
     pub features: PathBuf,
+    /// Inputs files this one draws on: an image+audio stream's pixels and mel features are byte for byte those of
+    /// the image-only and audio-only streams, so its own file holds only what differs (its token ids).
+    pub shared_inputs: Vec<PathBuf>,
 }
 
 impl GoldenPaths {
@@ -137,7 +144,27 @@ impl GoldenPaths {
             generation: dir.join(format!("{stem}_generation.json")),
             inputs: dir.join(format!("{stem}.inputs.safetensors")),
             features: dir.join(format!("{stem}.features.safetensors")),
+            shared_inputs: Vec::new(),
         }
+    }
+
+    /// The processed inputs: this stream's own file, completed by the tensors of `shared_inputs` it lacks. `root`
+    /// shortens paths in messages.
+    pub fn load_inputs(&self, show: impl Fn(&Path) -> String) -> Result<crate::inputs::Inputs> {
+        let read = |p: &Path| -> Result<crate::inputs::Inputs> {
+            let file = show(p);
+            crate::inputs::Inputs::from_safetensors(&file, &fs::read(p).map_err(|e| Error::new(format!("{file}: {e}")))?)
+        };
+        let mut inputs = read(&self.inputs)?;
+        for shared in &self.shared_inputs {
+            for t in read(shared)?.tensors {
+                if !inputs.tensors.iter().any(|o| o.name == t.name) {
+                    inputs.tensors.push(t);
+                }
+            }
+        }
+        inputs.tensors.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(inputs)
     }
 
     pub fn sidecar(&self) -> PathBuf {

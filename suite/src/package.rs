@@ -42,6 +42,9 @@ pub struct GenaiConfig {
     pub embedding: Option<Component>,
     pub vision: Option<Component>,
     pub speech: Option<Component>,
+    /// `search.past_present_share_buffer`: the decoder's KV cache may be one preallocated buffer per layer, read
+    /// as `past_*` and written in place as `present_*` (GroupQueryAttention builds).
+    pub share_buffer: bool,
 }
 
 impl GenaiConfig {
@@ -65,6 +68,7 @@ impl GenaiConfig {
             embedding: Component::parse(&model["embedding"]),
             vision: Component::parse(&model["vision"]),
             speech: Component::parse(&model["speech"]),
+            share_buffer: v["search"]["past_present_share_buffer"].as_bool().unwrap_or(false),
         })
     }
 }

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ort::environment::Environment;
 use ort::ep;
-use ort::session::Session;
+use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
+use ort::session::{IoBinding, Session};
 use ort::value::{DynValue, Tensor, TensorElementType};
 
 use crate::bootstrap::{self, Flavor};
@@ -91,6 +92,22 @@ fn runtime(flavor: Flavor) -> Result<&'static Runtime> {
         .map_err(Clone::clone)
 }
 
+/// Time spent inside ONNX Runtime's run calls by this process, all sessions and threads together (nanoseconds).
+static RUN_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Seconds this process has spent inside ONNX Runtime's run calls so far (summed over threads): what the suite
+/// costs beyond it is its own overhead.
+pub fn run_seconds() -> f64 {
+    RUN_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> T {
+    let t0 = std::time::Instant::now();
+    let out = f();
+    RUN_NANOS.fetch_add(t0.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    out
+}
+
 /// Intra-op threads per session. Fixed (default 1) so results repeat exactly; trials run in parallel instead.
 fn intra_threads() -> usize {
     std::env::var("MOBIUS_INTRA_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
@@ -107,6 +124,19 @@ fn create_session(env: &Environment, model: &Path, provider: Provider) -> Result
         b = b.with_execution_providers([cuda]).map_err(|e| fail("registering the CUDA execution provider", &e))?;
     }
     b.commit_from_file(model).map_err(|e| fail("loading the model", &e))
+}
+
+/// Why ONNX Runtime's CPU EP cannot run a half-precision build, when that is why its session could not be made:
+/// a node without a kernel ("Could not find an implementation for MatMul(13) node with name '...'"), or, for
+/// bfloat16, an op whose CPU function body cannot take it ("Type Error: Type parameter (T) of Optype (Add) bound
+/// to different types (tensor(bfloat16) and tensor(float)..."; ORT expands Attention with a mask that way).
+pub fn cpu_cannot_run(e: &Error, bf16: bool) -> Option<&str> {
+    let m = e.message();
+    let at = m
+        .find("Could not find an implementation for ")
+        .or_else(|| m.find("Type Error: ").filter(|&i| bf16 && m[i..].lines().next().is_some_and(|l| l.contains("tensor(bfloat16)"))))?;
+    let rest = &m[at..];
+    Some(rest.lines().next().unwrap_or(rest).trim_end())
 }
 
 fn flavor(provider: Provider) -> Flavor {
@@ -128,7 +158,12 @@ pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
     cached(&rt.decoders, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
         let io = DecoderIo::discover(&session).map_err(|e| e.context(model.display()))?;
-        Ok(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider })
+        // The package says whether its cache can be shared in place; only a GroupQueryAttention graph (no
+        // `position_ids`) reads past and writes present in one buffer.
+        let share_buffer = !io.has_position_ids
+            && io.has_attention_mask
+            && model.parent().and_then(|p| crate::package::GenaiConfig::load(p).ok()).is_some_and(|c| c.share_buffer);
+        Ok(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })
     })
 }
 
@@ -192,7 +227,7 @@ impl Encoder {
             }
         }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = session.run(feeds).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
+        let mut out = timed(|| session.run(feeds)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
         outputs.iter().map(|&n| out.remove(n).ok_or_else(|| Error::new(format!("{model}: no output `{n}`")))).collect()
     }
 }
@@ -320,6 +355,24 @@ pub struct Decoder {
     pub io: DecoderIo,
     pub model: PathBuf,
     pub provider: Provider,
+    /// Generation keeps one preallocated KV buffer per layer, shared by past and present (see [`Generation`]).
+    pub share_buffer: bool,
+}
+
+/// A greedy run's state: one IoBinding for the whole run, the KV cache kept where the session computes (device
+/// memory on CUDA), and only the logits copied to the host. With a share-buffer graph the cache is one buffer per
+/// layer of the run's full length, bound once as both `past_*` and `present_*`; otherwise each step's `present_*`
+/// values are bound as the next step's `past_*`, without leaving the device.
+pub struct Generation {
+    binding: IoBinding,
+    /// Growing cache: the previous step's present values (empty before the first step).
+    values: Vec<(DynValue, DynValue)>,
+    /// Share-buffer cache: the buffers, kept alive while bound.
+    _shared: Vec<(DynValue, DynValue)>,
+    capacity: usize,
+    pub len: usize,
+    kv_memory: MemoryInfo<'static>,
+    host_memory: MemoryInfo<'static>,
 }
 
 /// The KV cache between steps: the previous step's `present.*` outputs, fed back as `past_key_values.*`.
@@ -343,9 +396,21 @@ impl StepInput {
     }
 }
 
-/// What one forward call returns: the last position's logits (as f32) and the grown cache.
+/// What one forward call returns: the logits of its last `rows` positions (as f32, row after row).
 pub struct StepOutput {
-    pub last_logits: Vec<f32>,
+    pub logits: Vec<f32>,
+    pub vocab: usize,
+}
+
+impl StepOutput {
+    /// The last position's logits.
+    pub fn last(&self) -> &[f32] {
+        &self.logits[self.logits.len() - self.vocab..]
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.logits[i * self.vocab..(i + 1) * self.vocab]
+    }
 }
 
 fn ort_err(what: impl fmt::Display) -> impl Fn(ort::Error) -> Error {
@@ -361,7 +426,114 @@ fn empty_cache_tensor(t: Float, shape: [i64; 4]) -> Result<DynValue> {
     })
 }
 
+fn memory(provider: Provider) -> std::result::Result<(MemoryInfo<'static>, MemoryInfo<'static>), ort::Error> {
+    let host = MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)?;
+    let kv = match provider {
+        Provider::Cpu => MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)?,
+        Provider::Cuda { id } => MemoryInfo::new(AllocationDevice::CUDA, id, AllocatorType::Device, MemoryType::Default)?,
+    };
+    Ok((kv, host))
+}
+
+fn new_cache_tensor(allocator: &Allocator, t: Float, shape: [i64; 4]) -> std::result::Result<DynValue, ort::Error> {
+    Ok(match t {
+        Float::F32 => Tensor::<f32>::new(allocator, shape)?.into_dyn(),
+        Float::F16 => Tensor::<half::f16>::new(allocator, shape)?.into_dyn(),
+        Float::Bf16 => Tensor::<half::bf16>::new(allocator, shape)?.into_dyn(),
+    })
+}
+
 impl Decoder {
+    /// Starts a generation of at most `capacity` positions (prompt and new tokens).
+    pub fn start(&self, capacity: usize) -> Result<Generation> {
+        let model = self.model.display();
+        let err = ort_err(format!("{model}: setting up the generation's IoBinding on {}", self.provider));
+        let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut binding = session.create_binding().map_err(&err)?;
+        let (kv_memory, host_memory) = memory(self.provider).map_err(&err)?;
+        let mut shared = Vec::new();
+        if self.share_buffer {
+            let allocator = match self.provider {
+                Provider::Cpu => None,
+                Provider::Cuda { .. } => Some(Allocator::new(&session, kv_memory.clone()).map_err(&err)?),
+            };
+            let allocator = allocator.as_ref().unwrap_or_else(|| session.allocator());
+            for l in &self.io.cache {
+                let shape = [1, l.kv_heads, capacity as i64, l.head_dim];
+                let mut k = new_cache_tensor(allocator, self.io.cache_type, shape).map_err(&err)?;
+                let mut v = new_cache_tensor(allocator, self.io.cache_type, shape).map_err(&err)?;
+                binding.bind_input(l.past_key.as_str(), &k).map_err(&err)?;
+                binding.bind_input(l.past_value.as_str(), &v).map_err(&err)?;
+                binding.bind_output(l.present_key.as_str(), &mut k).map_err(&err)?;
+                binding.bind_output(l.present_value.as_str(), &mut v).map_err(&err)?;
+                shared.push((k, v));
+            }
+        }
+        drop(session);
+        let values = if self.share_buffer { Vec::new() } else { self.new_cache()?.values };
+        Ok(Generation { binding, values, _shared: shared, capacity, len: 0, kv_memory, host_memory })
+    }
+
+    /// Runs `input` after the generation's cache, returns the last position's logits and advances it.
+    pub fn advance(&self, g: &mut Generation, input: StepInput) -> Result<StepOutput> {
+        let model = self.model.display();
+        let t = input.len() as i64;
+        let total = g.len as i64 + t;
+        if self.share_buffer && total as usize > g.capacity {
+            bail!("{model}: generation reached {total} positions, past the {} it was started with", g.capacity);
+        }
+        let err = ort_err(format!("{model}: binding inputs"));
+        let b = &mut g.binding;
+        match (input, self.io.token_input) {
+            (StepInput::Ids(ids), TokenInput::Ids) => {
+                b.bind_input("input_ids", &Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?).map_err(&err)?;
+            }
+            (StepInput::Embeds { embeds, per_layer, .. }, TokenInput::Embeds { per_layer: wants }) => {
+                b.bind_input("inputs_embeds", &embeds).map_err(&err)?;
+                match (per_layer, wants) {
+                    (Some(p), true) => b.bind_input("per_layer_inputs", &p).map_err(&err)?,
+                    (None, false) => {}
+                    (_, wants) => bail!("{model}: the decoder {} `per_layer_inputs`", if wants { "needs" } else { "takes no" }),
+                }
+            }
+            (_, want) => bail!("{model}: the decoder takes {want:?}, but was fed the other kind of token input"),
+        }
+        if self.io.has_attention_mask {
+            let mask = Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?;
+            b.bind_input("attention_mask", &mask).map_err(&err)?;
+        }
+        if self.io.has_position_ids {
+            let pos: Vec<i64> = (g.len as i64..total).collect();
+            b.bind_input("position_ids", &Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?).map_err(&err)?;
+        }
+        if !self.share_buffer {
+            for (layer, (k, v)) in self.io.cache.iter().zip(&g.values) {
+                b.bind_input(layer.past_key.as_str(), k).map_err(&err)?;
+                b.bind_input(layer.past_value.as_str(), v).map_err(&err)?;
+                b.bind_output_to_device(layer.present_key.as_str(), &g.kv_memory).map_err(&err)?;
+                b.bind_output_to_device(layer.present_value.as_str(), &g.kv_memory).map_err(&err)?;
+            }
+        }
+        b.bind_output_to_device("logits", &g.host_memory).map_err(&err)?;
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut outputs = timed(|| session.run_binding(&g.binding)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
+        let (logits, vocab) =
+            read_last_rows(&outputs["logits"], self.io.logits_type, t, 1).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        if !self.share_buffer {
+            let mut values = Vec::with_capacity(self.io.cache.len());
+            for layer in &self.io.cache {
+                match (outputs.remove(&layer.present_key), outputs.remove(&layer.present_value)) {
+                    (Some(k), Some(v)) => values.push((k, v)),
+                    _ => bail!("{model}: output `{}`/`{}` missing after run", layer.present_key, layer.present_value),
+                }
+            }
+            drop(outputs);
+            g.values = values;
+        }
+        g.len = total as usize;
+        Ok(StepOutput { logits, vocab })
+    }
+
     pub fn new_cache(&self) -> Result<Cache> {
         let values = self
             .io
@@ -375,12 +547,24 @@ impl Decoder {
         Ok(Cache { values, len: 0 })
     }
 
-    /// Runs `ids` (batch 1) after `cache`, returns the last position's logits and advances the cache.
+    /// Runs `input` (batch 1) after `cache`, returns the last position's logits and advances the cache.
     pub fn step(&self, input: StepInput, cache: &mut Cache) -> Result<StepOutput> {
+        let (out, next) = self.forward(input, cache, 1)?;
+        *cache = next;
+        Ok(out)
+    }
+
+    /// Runs `input` (batch 1) after `past`, which stays as it was (a shared context can be continued several
+    /// ways); returns the logits of the last `rows` positions and the cache grown by the input.
+    pub fn forward(&self, input: StepInput, past: &Cache, rows: usize) -> Result<(StepOutput, Cache)> {
         let model = self.model.display();
         let t = input.len() as i64;
-        let total = cache.len as i64 + t;
-        let mut inputs: Vec<(String, ort::session::SessionInputValue<'_>)> = Vec::with_capacity(4 + 2 * cache.values.len());
+        if rows == 0 || rows as i64 > t {
+            bail!("{model}: asked for the logits of {rows} positions of a {t}-token input");
+        }
+        let total = past.len as i64 + t;
+        let mut inputs: Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'_>)> =
+            Vec::with_capacity(4 + 2 * past.values.len());
         let err = ort_err(format!("{model}: building inputs"));
         match (input, self.io.token_input) {
             (StepInput::Ids(ids), TokenInput::Ids) => {
@@ -401,44 +585,49 @@ impl Decoder {
                 .push(("attention_mask".into(), Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into()));
         }
         if self.io.has_position_ids {
-            let pos: Vec<i64> = (cache.len as i64..total).collect();
+            let pos: Vec<i64> = (past.len as i64..total).collect();
             inputs.push(("position_ids".into(), Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?.into()));
         }
-        let old = std::mem::take(&mut cache.values);
-        for (layer, (k, v)) in self.io.cache.iter().zip(old) {
-            inputs.push((layer.past_key.clone(), k.into()));
-            inputs.push((layer.past_value.clone(), v.into()));
+        for (layer, (k, v)) in self.io.cache.iter().zip(&past.values) {
+            inputs.push((layer.past_key.clone().into(), k.into()));
+            inputs.push((layer.past_value.clone().into(), v.into()));
         }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-        let mut outputs = session.run(inputs).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
-        let last_logits =
-            read_last_row(&outputs["logits"], self.io.logits_type, t).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        let mut outputs = timed(|| session.run(inputs)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
+        let (logits, vocab) =
+            read_last_rows(&outputs["logits"], self.io.logits_type, t, rows).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        let mut values = Vec::with_capacity(self.io.cache.len());
         for layer in &self.io.cache {
             let k = outputs.remove(&layer.present_key);
             let v = outputs.remove(&layer.present_value);
             match (k, v) {
-                (Some(k), Some(v)) => cache.values.push((k, v)),
+                (Some(k), Some(v)) => values.push((k, v)),
                 _ => bail!("{model}: output `{}`/`{}` missing after run", layer.present_key, layer.present_value),
             }
         }
-        cache.len = total as usize;
-        Ok(StepOutput { last_logits })
+        Ok((StepOutput { logits, vocab }, Cache { values, len: total as usize }))
     }
 }
 
-/// The last position's row of a `[1, t, vocab]` float tensor, as f32: only what the verdict needs is copied.
-fn read_last_row(v: &DynValue, ty: Float, t: i64) -> Result<Vec<f32>> {
-    fn last<T: ort::value::PrimitiveTensorElementType + Copy>(v: &DynValue, t: i64, f: impl Fn(T) -> f32) -> Result<Vec<f32>> {
+/// The last `rows` rows of a `[1, t, vocab]` float tensor, as f32, and the vocabulary size: only what the verdict
+/// needs is copied.
+fn read_last_rows(v: &DynValue, ty: Float, t: i64, rows: usize) -> Result<(Vec<f32>, usize)> {
+    fn last<T: ort::value::PrimitiveTensorElementType + Copy>(
+        v: &DynValue,
+        t: i64,
+        rows: usize,
+        f: impl Fn(T) -> f32,
+    ) -> Result<(Vec<f32>, usize)> {
         let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
         let vocab = shape.last().copied().unwrap_or(0);
         if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
             bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
         }
-        Ok(data[data.len() - vocab as usize..].iter().map(|&x| f(x)).collect())
+        Ok((data[data.len() - rows * vocab as usize..].iter().map(|&x| f(x)).collect(), vocab as usize))
     }
     match ty {
-        Float::F32 => last::<f32>(v, t, |x| x),
-        Float::F16 => last::<half::f16>(v, t, half::f16::to_f32),
-        Float::Bf16 => last::<half::bf16>(v, t, half::bf16::to_f32),
+        Float::F32 => last::<f32>(v, t, rows, |x| x),
+        Float::F16 => last::<half::f16>(v, t, rows, half::f16::to_f32),
+        Float::Bf16 => last::<half::bf16>(v, t, rows, half::bf16::to_f32),
     }
 }

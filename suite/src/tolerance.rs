@@ -35,14 +35,14 @@ impl Tolerance {
         let (atol, rtol, near_tie_margin, top10_overlap_min, cosine_min) = match dtype {
             Dtype::F32 => (1e-4, 1e-4, 0.01, 9, 0.9999),
             Dtype::F16 => (5e-2, 1e-2, 0.1, 8, 0.999),
-            Dtype::Bf16 => (2e-1, 5e-2, 0.5, 7, 0.99),
-            Dtype::Int4 => (1e-3, 1e-3, 1.0, 6, 0.99),
+            Dtype::Bf16 => (2e-1, 5e-2, 0.15, 7, 0.99),
+            // Kernel parity: the reference has the package's own int4 weights, so only kernel rounding remains.
+            Dtype::Int4 => (1e-3, 1e-3, 1e-3, 9, 0.9999),
         };
         let min_token_match_ratio = match (level, dtype) {
-            (_, Dtype::F32) => 1.0,
+            (_, Dtype::F32 | Dtype::Int4) => 1.0,
             (_, Dtype::F16) => 0.9,
             (_, Dtype::Bf16) => 0.8,
-            (_, Dtype::Int4) => 0.7,
         };
         Tolerance { atol, rtol, near_tie_margin, top10_overlap_min, cosine_min, min_token_match_ratio }
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::case::{Case, Dtype, Ep, Level, Location, Modality, Variant};
 use crate::error::{Error, Result};
+use crate::gate;
 use crate::generate;
 use crate::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
 use crate::inputs::Inputs;
@@ -50,7 +51,7 @@ impl Suite {
         files.sort();
         files
             .into_iter()
-            .filter(|p| p != &self.cases_dir.join("tolerances.yaml"))
+            .filter(|p| p != &self.cases_dir.join("tolerances.yaml") && !p.starts_with(self.cases_dir.join("tasks")))
             .map(|path| {
                 let file = relative(&self.root, &path);
                 let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_string();
@@ -80,9 +81,30 @@ impl Suite {
     }
 
     /// A case with one modality keeps mobius' names (`<case>.json`); with several, each has `<case>.<modality>.json`.
-    pub fn golden_paths(&self, case: &Case, modality: Modality) -> GoldenPaths {
+    /// A dtype judged against its own reference (int4: kernel parity) adds its suffix, `<case>.int4.json`; the
+    /// processed inputs and encoder features stay those of the float32 reference.
+    pub fn golden_paths(&self, case: &Case, modality: Modality, dtype: Dtype) -> GoldenPaths {
         let stem = if case.modalities().len() > 1 { format!("{}.{}", case.name, modality.slug()) } else { case.name.clone() };
-        GoldenPaths::new(&self.goldens_dir, &case.task_dir, &stem)
+        let mut base = GoldenPaths::new(&self.goldens_dir, &case.task_dir, &stem);
+        if modality == Modality::ImageAudio {
+            base.shared_inputs = [Modality::Image, Modality::Audio]
+                .map(|m| GoldenPaths::new(&self.goldens_dir, &case.task_dir, &format!("{}.{}", case.name, m.slug())).inputs)
+                .to_vec();
+        }
+        match dtype.golden_suffix() {
+            None => base,
+            Some(suffix) => GoldenPaths {
+                inputs: base.inputs,
+                features: base.features,
+                shared_inputs: base.shared_inputs,
+                ..GoldenPaths::new(&self.goldens_dir, &case.task_dir, &format!("{stem}.{suffix}"))
+            },
+        }
+    }
+
+    /// `goldens/baselines/<task>/<case>.json`: the reference's accuracy and per-item scores on a task.
+    pub fn baseline_path(&self, task: &str, case: &str) -> PathBuf {
+        self.goldens_dir.join("baselines").join(task).join(format!("{case}.json"))
     }
 
     /// All trials, sorted by name.
@@ -92,6 +114,15 @@ impl Suite {
             match c {
                 Err(b) => out.push(TrialSpec { name: format!("{}/case", b.name), kind: TrialKind::Broken(b) }),
                 Ok(case) => {
+                    for task in &case.spec.accuracy {
+                        let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
+                        for variant in case.variants(&self.root) {
+                            out.push(TrialSpec {
+                                name: format!("{task_name}/{}/{}/{}/accuracy", case.name, variant.ep, variant.dtype),
+                                kind: TrialKind::Accuracy { case: case.clone(), task: task.clone(), task_name: task_name.clone(), variant },
+                            });
+                        }
+                    }
                     for modality in case.modalities() {
                         for variant in case.variants(&self.root) {
                             for level in Level::for_modality(case.levels(), modality) {
@@ -138,7 +169,19 @@ pub struct BrokenCase {
 #[derive(Debug, Clone)]
 pub enum TrialKind {
     Broken(BrokenCase),
-    Conformance { case: Arc<Case>, modality: Modality, variant: Variant, level: Level },
+    Conformance {
+        case: Arc<Case>,
+        modality: Modality,
+        variant: Variant,
+        level: Level,
+    },
+    /// The accuracy gate: one benchmark task (its YAML file, and its name) on one variant.
+    Accuracy {
+        case: Arc<Case>,
+        task: String,
+        task_name: String,
+        variant: Variant,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -271,6 +314,11 @@ pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
             let outcome = t.run().unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
             t.apply_xfail(outcome)
         }
+        TrialKind::Accuracy { case, task, task_name, variant } => {
+            let t = Trial { suite, name: &spec.name, case, modality: Modality::Text, variant, level: Level::Accuracy, device };
+            let outcome = t.run_accuracy(task, task_name).unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
+            t.apply_xfail(outcome)
+        }
     }
 }
 
@@ -288,7 +336,9 @@ impl Trial<'_> {
     fn regenerate(&self) -> String {
         match self.level {
             // Features and inputs are written with the case's goldens, whatever the level.
-            Level::VisionEncoder | Level::AudioEncoder => format!("cargo xtask regen-goldens --case {} --force", self.case.name),
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy => {
+                format!("cargo xtask regen-goldens --case {} --force", self.case.name)
+            }
             level => format!("cargo xtask regen-goldens --case {} --level {level} --force", self.case.name),
         }
     }
@@ -322,56 +372,135 @@ impl Trial<'_> {
         }
     }
 
-    fn run(&self) -> Result<Outcome> {
+    /// Where the variant runs and its package directory, or why the trial skips.
+    fn placement(&self) -> std::result::Result<(Provider, PathBuf), Outcome> {
         let spec = &self.case.spec;
         if let Some(r) = spec.skip_reason.as_deref().filter(|r| !r.trim().is_empty()) {
-            return Ok(Outcome::skip(format!("skip_reason: {r}")));
+            return Err(Outcome::skip(format!("skip_reason: {r}")));
         }
         if std::env::var_os("CI").is_some()
             && let Some(r) = spec.ci_skip_reason.as_deref().filter(|r| !r.trim().is_empty())
         {
-            return Ok(Outcome::skip(format!("ci_skip_reason (CI is set): {r}")));
+            return Err(Outcome::skip(format!("ci_skip_reason (CI is set): {r}")));
         }
-        let provider = match provider_for(self.variant.ep, self.device) {
-            Ok(p) => p,
-            Err(why) => return Ok(Outcome::skip(why)),
-        };
-        if self.variant.dtype == Dtype::Bf16 && provider == Provider::Cpu {
-            return Ok(Outcome::skip(
-                "bf16 has no CPU kernels in ONNX Runtime (MatMul, Mul, Add, Div, Sigmoid, Tanh); run it with MOBIUS_TEST_DEVICE=cuda",
-            ));
-        }
+        let provider = provider_for(self.variant.ep, self.device).map_err(Outcome::skip)?;
         let Some(location) = &self.variant.package else {
-            return Ok(Outcome::skip(format!(
+            return Err(Outcome::skip(format!(
                 "{} names no package for {}/{}: add `matrix.package` (or `matrix.packages`) to run it",
                 self.case.file, self.variant.ep, self.variant.dtype
             )));
         };
         let package = match location {
             // A model that is not downloaded is absent, not broken: say what is missing and how to get it.
-            Location::Hub(_) => match location.resolve("genai_config.json") {
-                Ok(p) => p,
-                Err(e) => return Ok(Outcome::skip(format!("model absent: {e}"))),
-            },
+            Location::Hub(_) => location.resolve("genai_config.json").map_err(|e| Outcome::skip(format!("model absent: {e}")))?,
             Location::Local(p) => p.clone(),
         };
+        Ok((provider, package))
+    }
+
+    /// The package's decoder session, or a skip naming the node when the CPU EP cannot run a half-precision build.
+    fn decoder(&self, package: &Path, provider: Provider) -> Result<std::result::Result<Arc<runtime::Decoder>, Outcome>> {
+        let model = package_model(package)
+            .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
+        match runtime::decoder(&model, provider) {
+            Ok(d) => Ok(Ok(d)),
+            // A half-precision build the CPU EP has no kernels for (bf16 MatMul, ...) cannot run here: say which
+            // node, and where it runs. A float32 or int4 build missing a kernel is a broken package: it fails.
+            Err(e) if matches!(self.variant.dtype, Dtype::F16 | Dtype::Bf16) && provider == Provider::Cpu => {
+                let Some(why) = runtime::cpu_cannot_run(&e, self.variant.dtype == Dtype::Bf16) else { return Err(e) };
+                Ok(Err(Outcome::skip(format!(
+                    "ONNX Runtime's CPU execution provider cannot run this {} build: {why}; run it with MOBIUS_TEST_DEVICE=cuda",
+                    self.variant.dtype
+                ))))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A missing golden or baseline: a skip here, a failure under CI (pre-merge gating must never pass a case whose
+    /// golden was forgotten).
+    fn missing(&self, path: &Path) -> Outcome {
+        let msg = format!("no golden at {}; make it with `{}`", self.rel(path), self.regenerate());
+        if std::env::var_os("CI").is_some() {
+            Outcome::fail(format!("{}: {msg} and commit it (CI is set)", self.name))
+        } else {
+            Outcome::skip(msg)
+        }
+    }
+
+    /// The case's tokenizer: `tokenizer`, else `reference`, else the package's own.
+    fn tokenizer(&self, package: &Path) -> Result<Arc<TextTokenizer>> {
+        let (tok_dir, field) = match self.case.tokenizer_location(&self.suite.root) {
+            Some(l) => (
+                l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
+                "field `tokenizer` (or `reference`)",
+            ),
+            None => (package.to_path_buf(), "the package's tokenizer"),
+        };
+        TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: {field}", self.case.file)))
+    }
+
+    /// The accuracy gate on one task: the package's benchmark accuracy against the reference's baseline.
+    fn run_accuracy(&self, task_file: &str, task_name: &str) -> Result<Outcome> {
+        let (provider, package) = match self.placement() {
+            Ok(p) => p,
+            Err(skip) => return Ok(skip),
+        };
+        let baseline_path = self.suite.baseline_path(task_name, &self.case.name);
+        if !baseline_path.is_file() {
+            return Ok(self.missing(&baseline_path));
+        }
+        let baseline_file = self.rel(&baseline_path);
+        let baseline = gate::Baseline::load(&baseline_path, &baseline_file)?;
+        let tokenizer = self.tokenizer(&package)?;
+        let loaded = crate::task::load_items(&self.suite.root, task_file, &tokenizer).map_err(|e| e.context(&self.case.file))?;
+        let (task, items) = (&loaded.0, &loaded.1);
+        if baseline.requests_hash != gate::requests_hash(items) {
+            return Err(Error::new(format!(
+                "baseline is stale: {baseline_file} was made from other requests than {task_file} and {} give now \
+                 (the task, its data or the tokenizer changed)\n  regenerate: {}",
+                tokenizer.path.display(),
+                self.regenerate()
+            )));
+        }
+        let decoder = match self.decoder(&package, provider)? {
+            Ok(d) => d,
+            Err(skip) => return Ok(skip),
+        };
+        let eos = self.eos_ids(&package);
+        let got = gate::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
+        let max_delta = task.spec.max_delta_points.unwrap_or(1.0);
+        let r = gate::judge(items, &got, &baseline, task.spec.metric, max_delta).map_err(|e| e.context(&baseline_file))?;
+        let message = gate::render(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());
+        Ok(Outcome {
+            status: if r.pass { Status::Pass } else { Status::Fail },
+            message,
+            max_abs_diff: Some(r.delta_points.abs()),
+            first_divergence: None,
+            snapshot: None,
+        })
+    }
+
+    fn run(&self) -> Result<Outcome> {
+        let spec = &self.case.spec;
+        let (provider, package) = match self.placement() {
+            Ok(p) => p,
+            Err(skip) => return Ok(skip),
+        };
         let package = &package;
-        let paths = self.suite.golden_paths(self.case, self.modality);
+        let paths = self.suite.golden_paths(self.case, self.modality, self.variant.dtype);
         let golden_path = match self.level {
             Level::L4 => &paths.prefill,
             Level::L5 => &paths.generation,
             Level::VisionEncoder | Level::AudioEncoder => &paths.features,
+            Level::Accuracy => return Err(Error::new("accuracy trials run through run_accuracy")),
         };
         let media = self.modality != Modality::Text;
-        let missing = [golden_path, &paths.inputs].into_iter().take(if media { 2 } else { 1 }).find(|p| !p.is_file());
+        let needed =
+            std::iter::once(golden_path).chain(media.then_some(&paths.inputs)).chain(if media { &paths.shared_inputs[..] } else { &[] });
+        let missing = needed.into_iter().find(|p| !p.is_file());
         if let Some(missing) = missing {
-            let msg = format!("no golden at {}; make it with `{}`", self.rel(missing), self.regenerate());
-            // Pre-merge gating must never pass a case whose golden was forgotten.
-            return Ok(if std::env::var_os("CI").is_some() {
-                Outcome::fail(format!("{}: {msg} and commit it (CI is set)", self.name))
-            } else {
-                Outcome::skip(msg)
-            });
+            return Ok(self.missing(missing));
         }
         let policy = self.suite.policy.as_ref().map_err(Clone::clone)?;
         let tol = policy.resolve(self.level, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio);
@@ -380,27 +509,16 @@ impl Trial<'_> {
         let Some(prompt) = self.case.prompt() else {
             return Err(Error::new(format!("{}: field `inputs.prompts` is empty; a text case needs one prompt", self.case.file)));
         };
-        let (tok_dir, field) = match self.case.tokenizer_location(&self.suite.root) {
-            Some(l) => (
-                l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
-                "field `tokenizer` (or `reference`)",
-            ),
-            None => (package.clone(), "the package's tokenizer"),
-        };
-        let tokenizer = TextTokenizer::load(&tok_dir).map_err(|e| e.context(format!("{}: {field}", self.case.file)))?;
+        let tokenizer = self.tokenizer(package)?;
         // Media inputs are what the Hugging Face processor made (chat template, expanded media tokens, pixels, mel
         // features), stored beside the goldens; text is tokenized here, so a changed prompt shows as a stale golden.
-        let inputs = if media {
-            let file = self.rel(&paths.inputs);
-            Inputs::from_safetensors(&file, &std::fs::read(&paths.inputs).map_err(|e| Error::new(format!("{file}: {e}")))?)?
-        } else {
-            Inputs::from_token_ids(&tokenizer.encode(prompt)?)
-        };
+        let inputs = if media { paths.load_inputs(|p| self.rel(p))? } else { Inputs::from_token_ids(&tokenizer.encode(prompt)?) };
 
         // inputs -> runtime
-        let model = package_model(package)
-            .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
-        let decoder = runtime::decoder(&model, provider)?;
+        let decoder = match self.decoder(package, provider)? {
+            Ok(d) => d,
+            Err(skip) => return Ok(skip),
+        };
         let pipeline = Pipeline::build(package, &decoder, provider, &inputs, &self.rel(&paths.inputs))?;
         let front = pipeline.front();
         let golden_file = self.rel(golden_path);
@@ -474,6 +592,7 @@ impl Trial<'_> {
                     (snapshot::render(self.name, &r, &golden, &token, &text), format!("{}\n{}", self.name, l4.unwrap_or_default()))
                 }))
             }
+            Level::Accuracy => Err(Error::new("accuracy trials run through run_accuracy")),
             Level::VisionEncoder | Level::AudioEncoder => {
                 let features = Inputs::from_safetensors(
                     &golden_file,

@@ -2,25 +2,49 @@
 """Build the tiny, offline, deterministic fixtures of the conformance suite.
 
     python fixtures.py --out <repo>/fixtures [--only NAME ...]
+    python fixtures.py --out <repo>/fixtures --hf-only [--only MODEL ...]
 
-NAME is one of: tokenizer, qwen3-tiny, llama-tiny, gemma3-tiny, gemma4-tiny,
-qwen3-tiny/broken (the deliberately broken kv-swap export), gemma4-mm-tiny (multimodal).
+NAME is one of: tokenizer, qwen3-tiny, llama-tiny, gemma3-tiny, gemma4-tiny, gemma4-mm-tiny (multimodal);
+with --hf-only also arith-tiny (arith.py's fixture, see below).
+
+--hf-only rebuilds only the seeded HF reference directories (<model>/hf/: no design checks, no mobius
+builds, no quantization) and verifies every rebuilt file against MANIFEST.json: the seeded weights
+(<model>/hf/model.safetensors) and the text fixtures' copies of the shared tokenizer (<model>/hf/tokenizer*.json)
+are derived, not committed (.gitignore), and this is how a checkout gets them back. It fails if they no longer
+reproduce byte for byte (MANIFEST.json is left alone). It also rebuilds arith.py's one derived file,
+arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32; see
+arith.py derive_weights), checked against MANIFEST.json the same way.
 
 Layout written under --out:
 
     tokenizer/                      512-token byte-level BPE (ids 0..3 = <pad> <eos> <bos> <unk>)
-    <model>/hf/                     seeded random-weight HF causal LM, fp32 safetensors + tokenizer
+    <model>/hf/                     seeded random-weight HF causal LM, fp32 safetensors + tokenizer (a copy of
+                                    tokenizer/); model.safetensors and the tokenizer files are derived:
+                                    git-ignored, sha256 in MANIFEST.json
     <model>/onnx/default-f32/       mobius build --runtime ort-genai --ep default
     <model>/onnx/cpu-f32/           mobius build --runtime ort-genai --ep cpu (GroupQueryAttention)
-    qwen3-tiny/broken/kv-swap-f32/  qwen3-tiny with layer 0's two K heads swapped, built like cpu-f32
+    <model>/onnx/default-f16/       the --ep default build with --dtype f16; mobius-onnx 0.1.0 builds --ep cpu
+                                    byte-identically (checked at every build), so it is also the cpu-f16
+                                    package (MANIFEST.json "aliases")
+    <model>/onnx/default-bf16/      ... with --dtype bf16, likewise cpu-bf16 (ONNX Runtime's CPU EP cannot run
+                                    them: no bf16 MatMul kernel; they are for GPU EPs and load-failure checks)
+    <model>/onnx/{default,cpu}-int4/
+                                    <model>/onnx/{ep}-f32 with every MatMul that has a constant weight made
+                                    MatMulNBits and every token-embedding Gather made GatherBlockQuantized by
+                                    ONNX Runtime's MatMulNBitsQuantizer (INT4 below); the RoPE cos/sin Gathers
+                                    stay f32
+                                    (every package holds model.onnx, model.onnx.data and genai_config.json
+                                    only: no copy of the tokenizer files, which are those of tokenizer/)
     gemma4-mm-tiny/hf/              seeded Gemma4ForConditionalGeneration (text like gemma4-tiny + 2-layer
                                     vision and audio encoders with calibrated clamps) + Gemma4Processor
     gemma4-mm-tiny/onnx/default-f32/
                                     mobius ort-genai packages: decoder/ embedding/ vision_encoder/
-                                    audio_encoder/ + genai_config.json, tokenizer and processor files
+                                    audio_encoder/ + genai_config.json and processor files (the tokenizer
+                                    files are those of hf/, not copied into the package)
     media/                          the real jpeg and flac the multimodal fixture is designed on (input,
                                     committed; never written by this script)
-    MANIFEST.json                   versions, recipe and sha256 of every file
+    MANIFEST.json                   versions, recipe and sha256 of every file (the derived files too, and
+                                    arith.py's derived arith-tiny/hf/model.safetensors)
 
 Nothing is downloaded: the tokenizer trains on the Python standard library's own sources, the
 models are random, the media are committed, and the ONNX packages come from the local mobius
@@ -236,6 +260,62 @@ MM_MODELS = {
 }
 
 ONNX_FLAVOURS = {"default-f32": "default", "cpu-f32": "cpu"}
+# Variants of each text fixture's f32 packages, per flavour ({ep}-{dtype}):
+#  - MOBIUS_DTYPES: built by mobius from hf/ with --dtype (weights cast at save time);
+#  - INT4: {ep}-f32 weight-only quantized by ONNX Runtime's own quantizer. Symmetric (the default zero
+#    point 8, no zero_points input) at block 32 with accuracy_level unset (0: the CPU kernel dequantizes
+#    to f32 and runs an f32 GEMM, so the package equals the f32 graph with dequantized weights to ~5e-7;
+#    level 4 quantizes activations to int8 and adds up to 0.3 of logit error). Asymmetric was measured
+#    too: no better overall (prefill error vs HF f32 2.78 / 3.07 / 1.40 / 0.44 against symmetric's
+#    2.35 / 4.03 / 1.72 / 0.47 for qwen3 / llama / gemma3 / gemma4) and its dequantized references
+#    come closer to ties (smallest top1-top2 margin 0.0067 vs 0.0162). The token-embedding Gathers are
+#    quantized too (GatherBlockQuantized, int4 blocks of 32 along the hidden axis, symmetric: scale and
+#    signed int4, no zero points), see int4_gather_exclusions for which: only tables of shape
+#    [vocab_size, d] (the embeddings, gemma4's per-layer one included) whose every consumer is a Gather;
+#    never the RoPE cos/sin caches (position tables, not embeddings; quantizing them was measured to
+#    cost accuracy), and not a table that also feeds something else. qwen3's tied LM head is
+#    MatMul(Transpose(embedding)): its int4 packages first fold the Transpose into an f32 initializer
+#    lm_head.weight_t = embedding^T (INT4_FOLD_HEAD, fold_tied_head), so the head is MatMulNBits and the
+#    embedding, then read by its Gather only, GatherBlockQuantized (the two int4 copies replace the f32
+#    table). goldens.py's "dequantize" job field rebuilds the exact dequantized weights (MatMulNBits and
+#    GatherBlockQuantized) in the HF model for the kernel-parity reference, untying a head and embedding
+#    that dequantize differently.
+MOBIUS_DTYPES = ("f16", "bf16")
+# mobius-onnx 0.1.0 builds --dtype f16 / bf16 byte-identically for --ep cpu and --ep default (below f32 it
+# uses no GroupQueryAttention): only {default}-{dtype} is stored, and it also serves as {cpu}-{dtype}.
+# build_model still builds the cpu one and fails if it ever differs (then both must be stored again).
+SHARED_EP = {"cpu": "default"}
+# What an ONNX package stores (mobius_build drops the rest). No package stores a copy of the tokenizer files
+# (TOKENIZER_FILES; mobius writes them into every package it builds): the text fixtures share tokenizer/ (the
+# cases read it from there), the multimodal one has its own in hf/ (with the processor files).
+PACKAGE_KEEP = ("model.onnx", "model.onnx.data", "genai_config.json")
+# The derived (git-ignored) files of each seeded fixture: rebuilt by --hf-only and verified against
+# the sha256 that MANIFEST.json records for them. The text fixtures' hf/ tokenizer files are copies of
+# tokenizer/ (save_hf); the multimodal fixture's tokenizer is its own and stays committed.
+DERIVED_WEIGHTS = ("hf/model.safetensors",)
+DERIVED_TOKENIZER = tuple(f"hf/{f}" for f in TOKENIZER_FILES)
+# Derived files of fixtures that another generator owns, rebuilt by --hf-only too (rebuild_foreign) and
+# recorded in MANIFEST.json (write_manifest keeps the sha256 that generator recorded): arith.py's trained
+# weights, rebuilt from the initializers of its committed default-f32 package.
+ARITH_NAME = "arith-tiny"
+FOREIGN_DERIVED = {ARITH_NAME: ("hf/model.safetensors",)}
+
+
+def derived_files(name):
+    """The derived (git-ignored) files of fixture `name`, relative to its directory."""
+    if name in MODELS:
+        return (*DERIVED_WEIGHTS, *DERIVED_TOKENIZER)
+    if name in MM_MODELS:
+        return DERIVED_WEIGHTS
+    return FOREIGN_DERIVED.get(name, ())
+INT4 = dict(bits=4, block_size=32, is_symmetric=True, accuracy_level=None, op_types_to_quantize=["MatMul", "Gather"],
+            quant_axes=[["MatMul", 0], ["Gather", 1]])
+# The fixtures whose tied LM head mobius builds as MatMul(Transpose(embedding)) and whose int4 packages fold
+# it into its own f32 initializer before quantizing (fold_tied_head): the head becomes MatMulNBits and the
+# embedding, then read by its Gather only, GatherBlockQuantized. Opt-in per model: arith.py's arith-tiny has
+# the same graph but keeps its head and embedding f32 (quantizing its 18-token embedding was measured to cost
+# 2 points of accuracy), so quantize_int4's default is not to fold.
+INT4_FOLD_HEAD = ("qwen3-tiny",)
 # The multimodal fixture ships the default flavour only: with its goldens (the processor pads pixel_values to 630
 # patches; the audio clip is ~900 mel frames) a second 1.75 MB package would break the 15 MB budget for all
 # fixtures and goldens. Its cpu build matched HF to 1.3e-6 when measured.
@@ -249,7 +329,46 @@ KNOWN_ISSUES = {
         "rotates with the sliding layers' RoPE table (theta 1e4 instead of 1e6) and the sliding layer "
         "gets no local_window_size; logits differ from HF by ~9 from the first prompt positions on"),
 }
-BROKEN = "qwen3-tiny/broken"
+KNOWN_ISSUES["gemma3-tiny/onnx/cpu-int4"] = "quantized from gemma3-tiny/onnx/cpu-f32: the same --ep cpu bug"
+# How the dtype variants of the text fixtures are made (MANIFEST.json "variants").
+VARIANTS = {
+    "models": list(MODELS),
+    "packages": {
+        **{f"{ep}-{dt}": f"mobius build --runtime ort-genai --ep {ep} --dtype {dt}"
+           for ep in ONNX_FLAVOURS.values() if ep not in SHARED_EP for dt in MOBIUS_DTYPES},
+        **{f"{ep}-{dt}": f"not stored: {SHARED_EP[ep]}-{dt} (mobius build --ep {ep} --dtype {dt} gives the same "
+                         f"bytes; checked at every build)"
+           for ep in ONNX_FLAVOURS.values() if ep in SHARED_EP for dt in MOBIUS_DTYPES},
+        **{f"{ep}-int4": f"{ep}-f32, MatMuls and token-embedding Gathers quantized by onnxruntime "
+                         f"MatMulNBitsQuantizer" for ep in ONNX_FLAVOURS.values()},
+    },
+    "int4": {"quantizer": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
+             **INT4, "nodes_to_exclude": "every Gather but those of token-embedding tables (int4_gather_exclusions: "
+                                         "an initializer [vocab_size, d] whose consumers are all Gathers); the "
+                                         "RoPE cos/sin caches stay float32",
+             "fold_tied_head": {"models": list(INT4_FOLD_HEAD),
+                                "how": "before quantizing, an LM head MatMul(x, Transpose(table)) with a constant "
+                                       "table becomes MatMul(x, lm_head.weight_t), lm_head.weight_t = table^T "
+                                       "(float32, a new initializer after the table; the Transpose is removed)"},
+             "save": "save_model_to_file(use_external_data_format=True): model.onnx + model.onnx.data"},
+    "notes": [
+        "mobius-onnx 0.1.0 builds f16 and bf16 byte-identically for --ep default and --ep cpu (no "
+        "GroupQueryAttention below f32): only default-{f16,bf16} are stored, and they serve as "
+        "cpu-{f16,bf16} too (\"aliases\"); every build re-checks the identity",
+        "every package (f32 included) holds model.onnx, model.onnx.data and genai_config.json only: no copy "
+        "of the tokenizer files, which are those of tokenizer/ (each hf/ has a derived copy)",
+        "the int4 packages of both flavours quantize the same f32 weights to the same values (only the "
+        "graphs differ: --ep cpu fuses q/k/v into one MatMulNBits for llama)",
+        "int4 embeddings: GatherBlockQuantized (int4, block 32 along the hidden axis, symmetric) for the token "
+        "embedding tables (gemma4's per-layer one too) that only Gathers read; the RoPE cos/sin caches stay "
+        "float32. qwen3's tied LM head, built by mobius as MatMul(Transpose(embedding)), is first folded into "
+        f"its own float32 initializer lm_head.weight_t = embedding^T (fold_tied_head; {', '.join(INT4_FOLD_HEAD)}): "
+        "the head becomes MatMulNBits and the embedding GatherBlockQuantized, no float32 table is left",
+        "bf16 packages do not run on ONNX Runtime's CPU EP (1.31): qwen3/llama: no MatMul(13) kernel for "
+        "bfloat16; gemma3/gemma4 (Attention with an attn_mask): the Attention-23 function body fails type "
+        "inference (Add bound to bfloat16 and float)",
+    ],
+}
 # Packages that mobius-onnx 0.1.0 cannot build from the HF directory as saved, and how fixtures.py
 # builds them instead (the HF reference itself is unchanged).
 MOBIUS_WORKAROUNDS = {
@@ -412,28 +531,201 @@ def check_design(name, model, tok_dir):
     design_gate(name, f"prompt {ids.shape[1]} tokens", logits, tokens)
 
 
-def mobius_build(root, hf_rel, out_rel, ep, keep_all=False):
+def mobius_build(root, hf_rel, out_rel, ep, keep_all=False, dtype=None):
     """mobius build of root/hf_rel into root/out_rel. Runs inside `root` with relative paths: mobius
     names the ONNX graph after the --config path, so absolute paths would leak into model.onnx.
     keep_all: keep everything mobius writes (the multimodal package: sub-model folders and the
-    processor files that genai_config.json names)."""
+    processor files that genai_config.json names). dtype: mobius --dtype (None: its default, f32)."""
     cmd = [sys.executable, "-m", "mobius", "build", "--config", hf_rel, out_rel,
            "--runtime", "ort-genai", "--ep", ep]
+    if dtype is not None:
+        cmd += ["--dtype", dtype]
     t0 = time.time()
     r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
         raise SystemExit(f"mobius build failed ({r.returncode}) in {root}: {' '.join(cmd)}")
     out_dir = os.path.join(root, out_rel)
-    # Keep what a runtime needs: the graph, its external data, genai_config and tokenizer files.
-    keep_prefix = ("model.onnx", "genai_config.json", *TOKENIZER_FILES)
+    # Keep what a runtime needs: the graph, its external data and genai_config (PACKAGE_KEEP; keep_all: also
+    # the sub-model folders and processor files), never the tokenizer files (see PACKAGE_KEEP).
     for f in sorted(os.listdir(out_dir)):
-        if not keep_all and not f.startswith(keep_prefix):
+        if f in TOKENIZER_FILES or (not keep_all and not f.startswith(PACKAGE_KEEP)):
             p = os.path.join(out_dir, f)
             log(f"  dropping {p}")
             shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
     normalize_modes(out_dir)
-    log(f"  built {out_rel} (--ep {ep}) in {time.time() - t0:.1f}s")
+    log(f"  built {out_rel} (--ep {ep}{f' --dtype {dtype}' if dtype else ''}) in {time.time() - t0:.1f}s")
+
+
+def int4_gather_exclusions(graph, vocab_size):
+    """Names of the Gather nodes of `graph` that INT4 must leave alone: every Gather but those that read a
+    token-embedding table, i.e. an initializer of shape [vocab_size, d] (the input embedding; gemma4's
+    per-layer embedding too) that nothing but Gathers reads. Left f32: the RoPE cos/sin caches
+    ([max_positions, d/2]: quantizing them costs accuracy) and any table that also feeds another node (a
+    tied LM head as MatMul(Transpose(table)): the f32 table would stay for it, and an int4 copy would only
+    add bytes). Returns (excluded node names, quantized table names)."""
+    inits = {t.name: t for t in graph.initializer}
+    readers = {}
+    for n in graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n.op_type)
+    exclude, tables = [], []
+    for n in graph.node:
+        if n.op_type != "Gather":
+            continue
+        t = inits.get(n.input[0])
+        embedding = (t is not None and len(t.dims) == 2 and t.dims[0] == vocab_size
+                     and set(readers[n.input[0]]) == {"Gather"})
+        if embedding:
+            tables.append(n.input[0])
+        else:
+            if not n.name:
+                raise SystemExit(f"an unnamed Gather ({n.input[0]}) cannot be excluded from int4 quantization")
+            exclude.append(n.name)
+    return exclude, tables
+
+
+def fold_tied_head(model):
+    """Fold a tied LM head MatMul(x, Transpose(table)) with a constant 2-D table into MatMul(x, <head>_t),
+    <head>_t = table^T as a new float32 initializer (in place; returns the folded initializers' names).
+    <head> is the MatMul's module path ("lm_head/MatMul_node_73" -> "lm_head.weight_t": mobius' name for an
+    untied head, which goldens.py's dequantize maps to the HF parameter lm_head.weight). Only a Transpose
+    with perm [1, 0] (or none) whose every reader is a MatMul taking it as its weight is folded; the table
+    itself stays (for the embedding Gather: with nothing but Gathers reading it afterwards,
+    int4_gather_exclusions lets INT4 quantize it too). The new initializer is inserted right after the
+    table and the Transpose node is removed: the result is a deterministic function of the input graph."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    outputs = {o.name for o in g.output}
+    readers = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    folded = []
+    for n in list(g.node):
+        if n.op_type != "Transpose" or n.input[0] not in inits or len(inits[n.input[0]].dims) != 2:
+            continue
+        perm = [list(a.ints) for a in n.attribute if a.name == "perm"]
+        if perm and perm[0] != [1, 0]:
+            continue
+        mms = readers.get(n.output[0], [])
+        if (not mms or n.output[0] in outputs
+                or any(m.op_type != "MatMul" or list(m.input).index(n.output[0]) != 1 or m.input[0] == n.output[0]
+                       for m in mms)):
+            continue
+        heads = {m.name.rsplit("/", 1)[0] for m in mms}
+        if len(heads) != 1 or not mms[0].name or "/" not in mms[0].name:
+            raise SystemExit(f"tied head {n.name}: cannot name the folded weight from MatMuls {[m.name for m in mms]}")
+        name = heads.pop().replace("/", ".") + ".weight_t"
+        if name in inits:
+            raise SystemExit(f"tied head {n.name}: initializer {name} exists already")
+        table = inits[n.input[0]]
+        w = numpy_helper.to_array(table)
+        if w.dtype != np.float32:
+            raise SystemExit(f"tied head {n.name}: table {table.name} is {w.dtype}, not float32")
+        t = numpy_helper.from_array(np.ascontiguousarray(w.T), name)
+        pos = list(g.initializer).index(table) + 1
+        g.initializer.insert(pos, t)
+        for m in mms:
+            m.input[1] = name
+        g.node.remove(n)
+        inits[name] = t
+        folded.append(name)
+        log(f"  folded {n.name} ({table.name}^T, {list(table.dims)}) into initializer {name}")
+    return folded
+
+
+def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False):
+    """src_dir (an f32 package: model.onnx + model.onnx.data) -> dst_dir: the same package with the
+    decoder's MatMuls made MatMulNBits and its token-embedding Gathers made GatherBlockQuantized (the rest
+    of the Gathers: int4_gather_exclusions) by ONNX Runtime's MatMulNBitsQuantizer (INT4);
+    quantize_gathers=False: MatMuls only. fold_head: first fold a tied LM head read as
+    MatMul(Transpose(table)) into its own f32 initializer (fold_tied_head), so that the head becomes
+    MatMulNBits and the table, then read by Gathers only, GatherBlockQuantized (INT4_FOLD_HEAD says for
+    which fixtures). genai_config.json is copied unchanged (files: PACKAGE_KEEP); the
+    external data stays in model.onnx.data. Returns the op counts of the result."""
+    import collections
+    import logging
+
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    t0 = time.time()
+    shutil.rmtree(dst_dir, ignore_errors=True)
+    os.makedirs(dst_dir)
+    for f in PACKAGE_KEEP:
+        if f not in ("model.onnx", "model.onnx.data"):
+            shutil.copyfile(os.path.join(src_dir, f), os.path.join(dst_dir, f))
+    with open(os.path.join(src_dir, "genai_config.json")) as fh:
+        vocab_size = json.load(fh)["model"]["vocab_size"]
+    if fold_head:
+        # The whole model in memory (external data loaded relative to the file), folded, then quantized.
+        src = onnx.load(os.path.join(src_dir, "model.onnx"))
+        folded = fold_tied_head(src)
+        if not folded:
+            raise SystemExit(f"{src_dir}: fold_head asked for, but no MatMul(Transpose(table)) head to fold")
+    else:
+        src = onnx.load(os.path.join(src_dir, "model.onnx"), load_external_data=False)
+        folded = []
+    exclude, tables = int4_gather_exclusions(src.graph, vocab_size)
+    kwargs = dict(INT4)
+    if not quantize_gathers:
+        kwargs["op_types_to_quantize"] = [o for o in INT4["op_types_to_quantize"] if o != "Gather"]
+        tables = []
+    kwargs["quant_axes"] = tuple(tuple(a) for a in INT4["quant_axes"])
+    # The quantizer logs every node at INFO through the root logger.
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.WARNING)
+    try:
+        # Unfolded: a path (not a loaded model): the external data resolves relative to it.
+        q = MatMulNBitsQuantizer(src if fold_head else os.path.join(src_dir, "model.onnx"),
+                                 nodes_to_exclude=exclude, **kwargs)
+        q.process()
+        q.model.save_model_to_file(os.path.join(dst_dir, "model.onnx"), use_external_data_format=True)
+    finally:
+        logging.getLogger().setLevel(level)
+    if sorted(os.listdir(dst_dir)) != sorted(PACKAGE_KEEP):
+        raise SystemExit(f"int4 package files {sorted(os.listdir(dst_dir))} != {sorted(PACKAGE_KEEP)}")
+    m = onnx.load(os.path.join(dst_dir, "model.onnx"), load_external_data=False)
+    ops = collections.Counter(n.op_type for n in m.graph.node)
+    inits = {t.name for t in m.graph.initializer}
+    left = [n.name for n in m.graph.node if n.op_type == "MatMul" and n.input[1] in inits]
+    if left or not ops["MatMulNBits"] or any(f in inits for f in folded):
+        raise SystemExit(f"{dst_dir}: {ops['MatMulNBits']} MatMulNBits, MatMuls with constant weights left: {left}")
+    gbq = sorted(n.input[0][:-len("_Q4")] for n in m.graph.node if n.op_type == "GatherBlockQuantized")
+    if gbq != sorted(tables) or any(t in inits for t in tables):
+        raise SystemExit(f"{dst_dir}: GatherBlockQuantized tables {gbq} != token-embedding tables {sorted(tables)} "
+                         f"(or an f32 copy was left)")
+    normalize_modes(dst_dir)
+    log(f"  quantized {os.path.basename(src_dir)} -> {os.path.basename(dst_dir)}: {ops['MatMulNBits']} MatMulNBits, "
+        f"{ops['MatMul']} MatMul left (no constant weight), {ops['GatherBlockQuantized']} GatherBlockQuantized "
+        f"({', '.join(tables) or 'no table'}), {ops['Gather']} Gather left in {time.time() - t0:.1f}s")
+    return {k: ops[k] for k in ("MatMul", "MatMulNBits", "Gather", "GatherBlockQuantized")}
+
+
+def build_hf(name, hf_dir, tok_dir, check=True):
+    """The seeded HF reference directory of text fixture `name` (check: run the design check)."""
+    model = make_model(name)
+    save_hf(model, name, hf_dir, tok_dir)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"{name}: {model.config.model_type}, {n_params} params")
+    if check:
+        check_design(name, model, tok_dir)
+
+
+def same_tree(a, b):
+    """Relative paths whose bytes differ between directories a and b (or that only one has)."""
+    def files(root):
+        return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+    fa, fb = files(a), files(b)
+    diff = sorted(fa ^ fb)
+    for f in sorted(fa & fb):
+        if sha256_file(os.path.join(a, f)) != sha256_file(os.path.join(b, f)):
+            diff.append(f)
+    return diff
 
 
 def build_model(name, out_root):
@@ -441,47 +733,30 @@ def build_model(name, out_root):
     final = os.path.join(out_root, name)
     stage = os.path.join(out_root, f".stage-{name}")
     shutil.rmtree(stage, ignore_errors=True)
-    hf_dir = os.path.join(stage, "hf")
-    model = make_model(name)
-    save_hf(model, name, hf_dir, tok_dir)
-    n_params = sum(p.numel() for p in model.parameters())
-    log(f"{name}: {model.config.model_type}, {n_params} params")
-    check_design(name, model, tok_dir)
+    build_hf(name, os.path.join(stage, "hf"), tok_dir)
     for flavour, ep in ONNX_FLAVOURS.items():
         mobius_build(stage, "hf", f"onnx/{flavour}", ep)
-    # Keep an existing broken/ subtree (build_broken replaces it when it is rebuilt).
-    old_broken = os.path.join(final, "broken")
-    if os.path.isdir(old_broken):
-        shutil.move(old_broken, os.path.join(stage, "broken"))
+        if ep not in SHARED_EP:
+            for dtype in MOBIUS_DTYPES:
+                mobius_build(stage, "hf", f"onnx/{ep}-{dtype}", ep, dtype=dtype)
+        quantize_int4(os.path.join(stage, "onnx", flavour), os.path.join(stage, "onnx", f"{ep}-int4"),
+                      fold_head=name in INT4_FOLD_HEAD)
+    # The dtype builds of a SHARED_EP flavour: built (to check), compared, not stored.
+    for ep, by in SHARED_EP.items():
+        for dtype in MOBIUS_DTYPES:
+            rel = f"onnx/.check-{ep}-{dtype}"
+            mobius_build(stage, "hf", rel, ep, dtype=dtype)
+            stored = os.path.join(stage, "onnx", f"{by}-{dtype}")
+            diff = same_tree(os.path.join(stage, rel), stored)
+            if diff:
+                raise SystemExit(
+                    f"{name}: mobius --ep {ep} --dtype {dtype} no longer builds the same bytes as --ep {by} "
+                    f"(differs: {diff}): {ep}-{dtype} cannot be served by {by}-{dtype} any more; store both "
+                    f"(drop '{ep}' from SHARED_EP in fixtures.py) and point the cases back at {ep}-{dtype}")
+            shutil.rmtree(os.path.join(stage, rel))
+            log(f"  {ep}-{dtype} == {by}-{dtype} byte for byte (not stored)")
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
-
-
-def build_broken(out_root):
-    """qwen3-tiny's weights with layer 0's two K heads swapped (V untouched), built --ep cpu."""
-    from safetensors.torch import load_file, save_file
-
-    src = os.path.join(out_root, "qwen3-tiny", "hf")
-    if not os.path.isdir(src):
-        raise SystemExit(f"{BROKEN} needs {src}: build qwen3-tiny first")
-    final = os.path.join(out_root, "qwen3-tiny", "broken", "kv-swap-f32")
-    with tempfile.TemporaryDirectory(prefix="kv-swap-") as tmp:
-        hf = os.path.join(tmp, "hf")
-        shutil.copytree(src, hf)
-        path = os.path.join(hf, "model.safetensors")
-        sd = load_file(path)
-        key = "model.layers.0.self_attn.k_proj.weight"
-        w = sd[key]
-        hd = COMMON["head_dim"]
-        assert w.shape[0] == 2 * hd, w.shape  # two KV heads
-        sd[key] = torch.cat([w[hd:], w[:hd]], dim=0).contiguous()
-        save_file(sd, path, metadata={"format": "pt"})
-        stage = os.path.join(tmp, "onnx")
-        mobius_build(tmp, "hf", "onnx", "cpu")
-        shutil.rmtree(final, ignore_errors=True)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        shutil.copytree(stage, final)
-    log(f"{BROKEN}: layer 0 k_proj heads swapped -> {final}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -664,11 +939,9 @@ def check_design_mm(name, hf_dir, out_root):
     return worst
 
 
-def build_mm_model(name, out_root):
-    final = os.path.join(out_root, name)
-    stage = os.path.join(out_root, f".stage-{name}")
-    shutil.rmtree(stage, ignore_errors=True)
-    hf_dir = os.path.join(stage, "hf")
+def build_mm_hf(name, hf_dir, out_root, check=True):
+    """The seeded HF reference directory of the multimodal fixture (model + processor). The clamp
+    calibration is part of the weights; check: also run the clamp and design checks."""
     os.makedirs(hf_dir)
     with tempfile.TemporaryDirectory(prefix="mm-tokenizer-") as tmp:
         tokenizer = build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
@@ -681,14 +954,24 @@ def build_mm_model(name, out_root):
     log(f"{name}: {model.config.model_type}, {n_params} params")
     enc = mm_encode(processor, out_root, "image+audio")
     clips = calibrate_clamps(model, enc)
-    check_clamps_bite(model, enc, clips)
+    if check:
+        check_clamps_bite(model, enc, clips)
     model.save_pretrained(hf_dir, safe_serialization=True)
     keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
             "processor_config.json", "chat_template.jinja"}
     if set(os.listdir(hf_dir)) != keep:
         raise SystemExit(f"{name}: unexpected files from save_pretrained: {sorted(os.listdir(hf_dir))}")
     normalize_modes(hf_dir)
-    check_design_mm(name, hf_dir, out_root)
+    if check:
+        check_design_mm(name, hf_dir, out_root)
+
+
+def build_mm_model(name, out_root):
+    final = os.path.join(out_root, name)
+    stage = os.path.join(out_root, f".stage-{name}")
+    shutil.rmtree(stage, ignore_errors=True)
+    hf_dir = os.path.join(stage, "hf")
+    build_mm_hf(name, hf_dir, out_root)
     with tempfile.TemporaryDirectory(prefix="mm-mobius-") as tmp:
         mobius_source(hf_dir, os.path.join(tmp, "hf"))  # see MOBIUS_WORKAROUNDS
         for flavour, ep in MM_FLAVOURS.items():
@@ -713,19 +996,127 @@ def mobius_source(hf_dir, dst):
 
 
 # --------------------------------------------------------------------------------------------
-# manifest
+# manifest and the derived HF weights
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_manifest(out_root):
+    path = os.path.join(out_root, "MANIFEST.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def aliases():
+    """Packages that are not stored because another one has the same bytes (SHARED_EP)."""
+    return {f"{m}/onnx/{ep}-{dt}": f"{m}/onnx/{by}-{dt}"
+            for m in MODELS for ep, by in SHARED_EP.items() for dt in MOBIUS_DTYPES}
+
+
+def rebuild_hf(out_root, names):
+    """--hf-only: rebuild <name>/hf/ of each of `names` (no design checks, no ONNX) into a stage
+    directory, check every file against MANIFEST.json and only then put it in place."""
+    manifest = read_manifest(out_root)
+    if manifest is None:
+        raise SystemExit(f"--hf-only verifies against {out_root}/MANIFEST.json, which is missing")
+    tok_dir = os.path.join(out_root, "tokenizer")
+    for name in names:
+        t0 = time.time()
+        prefix = f"{name}/hf/"
+        want = {k[len(prefix):]: v for k, v in manifest["sha256"].items() if k.startswith(prefix)}
+        if not want:
+            raise SystemExit(f"MANIFEST.json records no {prefix} files: build {name} in full first")
+        stage = os.path.join(out_root, f".hf-{name}")
+        shutil.rmtree(stage, ignore_errors=True)
+        try:
+            if name in MODELS:
+                build_hf(name, stage, tok_dir, check=False)
+            else:
+                build_mm_hf(name, stage, out_root, check=False)
+            got = {os.path.relpath(os.path.join(d, f), stage): sha256_file(os.path.join(d, f))
+                   for d, _, fs in os.walk(stage) for f in fs}
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        bad = [f"{prefix}{f}: sha256 {got.get(f, 'missing')} != MANIFEST {want.get(f, 'not recorded')}"
+               for f in sorted(set(want) | set(got)) if got.get(f) != want.get(f)]
+        if bad:
+            shutil.rmtree(stage, ignore_errors=True)
+            weights = any(b.startswith(tuple(f"{name}/{w}" for w in DERIVED_WEIGHTS)) for b in bad)
+            what = ("the seeded reference weights no longer reproduce" if weights
+                    else "the seeded reference directory no longer reproduces")
+            import importlib.metadata as md
+
+            raise SystemExit(
+                f"{what}: {'; '.join(bad)} (this environment: python {platform.python_version()}, torch "
+                f"{md.version('torch')}, transformers {md.version('transformers')}; MANIFEST: python "
+                f"{manifest.get('python')}, {manifest.get('packages')}). The goldens were made from the recorded "
+                f"weights: restore the pinned environment (requirements.txt) or rebuild the fixtures and goldens")
+        final = os.path.join(out_root, name, "hf")
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(stage, final)
+        log(f"{name}: hf/ rebuilt, {len(got)} files match MANIFEST.json in {time.time() - t0:.1f}s")
+
+
+def rebuild_foreign(out_root, names):
+    """--hf-only for the fixtures other generators own (FOREIGN_DERIVED): arith.py rebuilds arith-tiny's
+    trained weights from its committed default-f32 package and checks them against MANIFEST.json."""
+    for name in names:
+        if not os.path.isdir(os.path.join(out_root, name, "onnx")):
+            log(f"{name}: no {name}/onnx/ here, nothing to rebuild")
+            continue
+        if name != ARITH_NAME:
+            raise SystemExit(f"no generator known for the derived files of {name}")
+        here = os.path.dirname(os.path.abspath(__file__))
+        if here not in sys.path:
+            sys.path.insert(0, here)
+        import arith
+
+        arith.derive_weights(out_root)
 
 
 def write_manifest(out_root):
+    # Only what this script builds (and the media it designs on): other generators own other
+    # directories under fixtures/ (e.g. arith.py's arith-tiny/, with its own RECIPE.json).
+    owned = {"tokenizer", MEDIA_DIR, *MODELS, *MM_MODELS}
     files = {}
     for dirpath, dirnames, filenames in os.walk(out_root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and (dirpath != out_root or d in owned))
         for f in sorted(filenames):
-            if f == "MANIFEST.json" and dirpath == out_root:
+            if dirpath == out_root:
                 continue
             p = os.path.join(dirpath, f)
-            with open(p, "rb") as fh:
-                files[os.path.relpath(p, out_root)] = hashlib.sha256(fh.read()).hexdigest()
+            files[os.path.relpath(p, out_root)] = sha256_file(p)
+    derived = [f"{m}/{w}" for m in (*MODELS, *MM_MODELS) if os.path.isdir(os.path.join(out_root, m))
+               for w in derived_files(m)]
+    missing = [f for f in derived if f not in files]
+    if missing:
+        raise SystemExit(f"MANIFEST.json must record the derived files, missing: {missing}")
+    old = (read_manifest(out_root) or {}).get("sha256", {})
+    # Another generator's derived files: the sha256 it recorded (arith.py writes it when it trains), else
+    # (never recorded yet) that of the file here.
+    for m, ws in FOREIGN_DERIVED.items():
+        for w in ws:
+            f, p = f"{m}/{w}", os.path.join(out_root, m, w)
+            sha = old.get(f) or (sha256_file(p) if os.path.isfile(p) else None)
+            if sha is None:
+                log(f"  NOTE: {f} is neither recorded nor here: not in MANIFEST.json")
+                continue
+            files[f] = sha
+            derived.append(f)
+    for f in derived:
+        if f in old and old[f] != files[f]:
+            log(f"  NOTE: {f} changed (sha256 {old[f][:12]}.. -> {files[f][:12]}..): regenerate the goldens")
     import importlib.metadata as md
 
     manifest = {
@@ -733,7 +1124,7 @@ def write_manifest(out_root):
         "python": platform.python_version(),
         "packages": {p: md.version(p) for p in
                      ("torch", "transformers", "tokenizers", "mobius-onnx", "onnx", "safetensors",
-                      "torchvision", "pillow", "soundfile")},
+                      "torchvision", "pillow", "soundfile", "onnxruntime")},
         "models": {**{n: {**{k: v for k, v in {**MODEL_DEFAULTS, **s}.items() if k != "config"},
                           "norm_std": NORM_STD, "model_type": s["config"](s.get("tie", False)).model_type,
                           "design_prompt": PROMPTS[n]}
@@ -753,9 +1144,15 @@ def write_manifest(out_root):
         "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",
         "mm_tokenizer": f"the same BPE with ids 0..{len(MM_SPECIAL_TOKENS) - 1} = {' '.join(MM_SPECIAL_TOKENS)}",
         "known_issues": KNOWN_ISSUES,
+        "variants": VARIANTS,
         "mobius_workarounds": MOBIUS_WORKAROUNDS,
-        "broken": {"qwen3-tiny/broken/kv-swap-f32":
-                   "qwen3-tiny with model.layers.0.self_attn.k_proj rows of KV head 0 and 1 swapped; --ep cpu"},
+        "aliases": aliases(),
+        "derived": {"files": derived,
+                    "how": "git-ignored, not committed: `fixtures.py --out fixtures --hf-only` (cargo xtask "
+                           "fixtures --hf-only) rebuilds them and checks them against the sha256 here: the "
+                           "seeded weights from their recipe, the text fixtures' tokenizer files as copies of "
+                           "tokenizer/, and arith-tiny's trained weights from the initializers of its committed "
+                           "onnx/default-f32 package (arith.py derive_weights)"},
         "sha256": files,
     }
     with open(os.path.join(out_root, "MANIFEST.json"), "w") as fh:
@@ -766,30 +1163,47 @@ def write_manifest(out_root):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="fixtures directory (created if missing)")
-    names = ["tokenizer", *MODELS, BROKEN, *MM_MODELS]
-    ap.add_argument("--only", nargs="+", choices=names, metavar="NAME",
-                    help=f"build only these ({', '.join(names)})")
+    names = ["tokenizer", *MODELS, *MM_MODELS]
+    ap.add_argument("--only", nargs="+", choices=[*names, *FOREIGN_DERIVED], metavar="NAME",
+                    help=f"build only these ({', '.join(names)}; with --hf-only also {', '.join(FOREIGN_DERIVED)})")
+    ap.add_argument("--hf-only", action="store_true",
+                    help="rebuild only the models' hf/ directories (the derived weights and tokenizer copies) "
+                         f"and {', '.join(FOREIGN_DERIVED)}'s derived weights, and verify them against MANIFEST.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    sel = set(args.only or names)
-    if "qwen3-tiny" in sel:
-        sel.add(BROKEN)  # derived from qwen3-tiny's weights
+    sel = set(args.only or [*names, *FOREIGN_DERIVED])
     t0 = time.time()
     tok_dir = os.path.join(out, "tokenizer")
+    if args.hf_only:
+        if "tokenizer" in sel and args.only:
+            raise SystemExit("--hf-only rebuilds model hf/ directories only (not the tokenizer)")
+        if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
+            raise SystemExit(f"--hf-only needs the committed {tok_dir}")
+        rebuild_hf(out, [n for n in (*MODELS, *MM_MODELS) if n in sel])
+        rebuild_foreign(out, [n for n in FOREIGN_DERIVED if n in sel])
+        log(f"done in {time.time() - t0:.1f}s")
+        return
+    foreign = sorted(sel & set(FOREIGN_DERIVED)) if args.only else []
+    if foreign:
+        raise SystemExit(f"{', '.join(foreign)}: built by its own generator (arith.py); here only with --hf-only")
     if "tokenizer" in sel or not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
         shutil.rmtree(tok_dir, ignore_errors=True)
         build_tokenizer(tok_dir)
     for name in MODELS:
         if name in sel:
             build_model(name, out)
-    if BROKEN in sel:
-        build_broken(out)
     for name in MM_MODELS:
         if name in sel:
             build_mm_model(name, out)
+    # The models not rebuilt keep their recorded weights: get back any that this checkout lacks
+    # (derived, not committed) so that MANIFEST.json still records them.
+    lacking = [n for n in (*MODELS, *MM_MODELS) if n not in sel and os.path.isdir(os.path.join(out, n, "onnx"))
+               and not all(os.path.isfile(os.path.join(out, n, w)) for w in derived_files(n))]
+    if lacking:
+        rebuild_hf(out, lacking)
     write_manifest(out)
     log(f"done in {time.time() - t0:.1f}s")
 

@@ -5,8 +5,7 @@
 
 For every model and ONNX flavour: prefill + greedy decode with the KV cache in ONNX Runtime
 (intra_op_num_threads=1), compared with HF's prefill logits and generate() step logits on the
-designed prompt (fixtures.PROMPTS). Also runs the broken kv-swap package (it must diverge) and
-"bite" checks: how far HF logits move when a feature is switched off (softcap, sliding window,
+designed prompt (fixtures.PROMPTS). Also runs "bite" checks: how far HF logits move when a feature is switched off (softcap, sliding window,
 Gemma-4 layer scalars), i.e. that the fixtures exercise those features.
 
 The multimodal fixture (gemma4-mm-tiny) runs its three design prompts (fixtures.MM_PROMPTS, the real
@@ -375,8 +374,6 @@ def main(argv=None):
              "min_margin": round(float(m.min()), 4), "argmin_step": int(m.argmin()),
              "eos_in_tokens": F.EOS_ID in hf_tokens, "bites": bites(name, model, ids, hf_tokens)}
         packages = {f: os.path.join(root, name, "onnx", f, "model.onnx") for f in F.ONNX_FLAVOURS}
-        if name == "qwen3-tiny":
-            packages["broken/kv-swap-f32"] = os.path.join(root, name, "broken", "kv-swap-f32", "model.onnx")
         for flavour, path in packages.items():
             if not os.path.isfile(path):
                 r[flavour] = "missing"

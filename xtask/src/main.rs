@@ -4,7 +4,11 @@
 //! venv from the pinned `xtask/reference/requirements.txt` and drives the scripts beside it. `cargo test` never
 //! needs it.
 
+mod baselines;
+mod bench;
 mod ci;
+mod gpu;
+mod mutants;
 mod regen;
 mod venv;
 
@@ -14,9 +18,11 @@ const HELP: &str = "\
 cargo xtask <task> [options]
 
 Tasks:
-  fixtures [--only NAME ...]
+  fixtures [--only NAME ...] [--hf-only]
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
-      with the mobius builder in the `default` and `cpu` flavours). Offline and deterministic.
+      with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
+      quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
+      just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
 
   regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
@@ -30,8 +36,25 @@ Tasks:
       Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
       Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
 
+  mutants [--json FILE] [--only NAME ...] [--keep DIR]
+      The suite's self-test: derive broken copies of the fixture packages (same-length byte patches, each a bug
+      class that shipped in a real export), run the suite against each in a scratch suite root, and print which
+      trial caught it with the measured difference. Exits non-zero if a mutant survives or an unpatched variant
+      of the same cases fails. --keep lays the scratch roots out in DIR and keeps them.
+
+  bench [--json FILE] [--repeats N] [--tokens N] [--skip-python]
+      Measure the suite against the tools people use, in one run on the same packages: decode tokens/s of the
+      suite's greedy loop vs onnxruntime-genai 0.18 and a plain Python onnxruntime loop; prefill latency vs
+      Python onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX
+      Runtime's own run time; wall time at 1x, 2x and 4x the cases; peak memory. Medians with min and max.
+
+  gpu-check [--device cuda:<id>]
+      On a machine with an NVIDIA GPU: every trial on CUDA (strict, TF32 off) and the CUDA part of the bench,
+      with one summary. Non-zero exit when a trial fails or CUDA does not start.
+
   venv
-      Create or update the reference venv (target/reference-venv, or MOBIUS_REFERENCE_VENV) and print its path.
+      Create or update the reference venv (target/reference-venv, or MOBIUS_REFERENCE_VENV) from the hash-locked
+      xtask/reference/requirements.lock and print its path.
 
 Run the suite itself with `cargo test -p harness --test conformance`.
 ";
@@ -46,6 +69,9 @@ fn main() -> ExitCode {
         "fixtures" => regen::fixtures(rest),
         "regen-goldens" => regen::regen_goldens(rest),
         "ci" => ci::ci(rest),
+        "mutants" => mutants::mutants(rest),
+        "bench" => bench::bench(rest),
+        "gpu-check" => gpu::gpu_check(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),
         "help" | "--help" | "-h" => {
             print!("{HELP}");

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mobius_conformance::bootstrap::{target_dir, workspace_root};
-use mobius_conformance::case::{Case, Level, Modality};
+use mobius_conformance::case::{Case, Dtype, Level, Location, Modality};
 use mobius_conformance::golden::{self, Provenance, ReferenceRun};
 use mobius_conformance::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::tokenizer::TextTokenizer;
-use mobius_conformance::trial::{Suite, relative};
+use mobius_conformance::trial::{Suite, package_model, relative};
 
 use crate::venv;
 
@@ -30,16 +30,21 @@ fn run_python(args: &[&std::ffi::OsStr]) -> Result<(), String> {
 
 pub fn fixtures(args: &[String]) -> Result<(), String> {
     let mut only = Vec::new();
+    let mut hf_only = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--only" => only.push(it.next().ok_or("--only needs a fixture name")?.clone()),
+            "--hf-only" => hf_only = true,
             other => return Err(format!("fixtures: unknown option `{other}`")),
         }
     }
     let script = reference_script("fixtures.py");
     let out = workspace_root().join("fixtures");
     let mut argv: Vec<std::ffi::OsString> = vec![script.into(), "--out".into(), out.into()];
+    if hf_only {
+        argv.push("--hf-only".into());
+    }
     if !only.is_empty() {
         argv.push("--only".into());
         argv.extend(only.into_iter().map(Into::into));
@@ -92,16 +97,35 @@ fn parse(args: &[String]) -> Result<Options, String> {
 struct Job {
     case: Case,
     modality: Modality,
+    /// The dtype whose golden this is: float32 for the reference itself; int4 for its kernel-parity twin.
+    dtype: Dtype,
     raw: PathBuf,
     /// The prompt as the case's tokenizer.json encodes it: text jobs must match the reference's ids exactly.
     /// Media jobs take their ids from the Hugging Face processor (chat template, expanded media tokens).
     ids: Option<Vec<i64>>,
 }
 
-/// The reference job for one modality of a case, or the SKIPPED lines saying why there is none.
-fn plan_job(suite: &Suite, case: &Case, modality: Modality, work: &Path) -> Result<Result<(serde_json::Value, Job), Vec<String>>, String> {
+/// The int4 package whose weights the kernel-parity reference runs with: the first local int4 variant of the case
+/// (every build flavour quantizes the same float32 weights with the same quantizer, so they dequantize alike).
+fn int4_package(suite: &Suite, case: &Case) -> Option<Result<PathBuf, String>> {
+    let v = case.variants(&suite.root).into_iter().find(|v| v.dtype == Dtype::Int4)?;
+    Some(match &v.package {
+        Some(Location::Local(p)) => package_model(p).map_err(|e| e.to_string()),
+        _ => Err(format!("the {}/{} variant names no local package to dequantize", v.ep, v.dtype)),
+    })
+}
+
+/// The reference job for one modality of a case (and dtype: f32, or int4 for kernel parity), or the SKIPPED lines
+/// saying why there is none.
+fn plan_job(
+    suite: &Suite,
+    case: &Case,
+    modality: Modality,
+    dtype: Dtype,
+    work: &Path,
+) -> Result<Result<(serde_json::Value, Job), Vec<String>>, String> {
     let root = &suite.root;
-    let paths = suite.golden_paths(case, modality);
+    let paths = suite.golden_paths(case, modality, dtype);
     let skip = |why: &str| {
         let lines = case.levels().iter().map(|l| if *l == Level::L4 { &paths.prefill } else { &paths.generation });
         Ok(Err(lines.map(|p| format!("SKIPPED    {} ({why})", relative(root, p))).collect()))
@@ -122,8 +146,14 @@ fn plan_job(suite: &Suite, case: &Case, modality: Modality, work: &Path) -> Resu
         |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
     let images = media(&case.spec.inputs.images, matches!(modality, Modality::Image | Modality::ImageAudio));
     let audio = media(&case.spec.inputs.audio, matches!(modality, Modality::Audio | Modality::ImageAudio));
-    let raw = work.join(format!("{}.{}.safetensors", case.name, modality.slug()));
-    let spec = serde_json::json!({
+    let dequantize = match dtype.golden_suffix().and_then(|_| int4_package(suite, case)) {
+        None => None,
+        Some(Ok(model)) => Some(model),
+        Some(Err(why)) => return skip(&why),
+    };
+    let suffix = dtype.golden_suffix().map(|s| format!(".{s}")).unwrap_or_default();
+    let raw = work.join(format!("{}.{}{suffix}.safetensors", case.name, modality.slug()));
+    let mut spec = serde_json::json!({
         "case": case.name,
         "modality": modality.name(),
         "reference": reference,
@@ -137,7 +167,10 @@ fn plan_job(suite: &Suite, case: &Case, modality: Modality, work: &Path) -> Resu
         "trust_remote_code": case.spec.trust_remote_code,
         "out": raw,
     });
-    Ok(Ok((spec, Job { case: case.clone(), modality, raw, ids })))
+    if let Some(model) = &dequantize {
+        spec["dequantize"] = serde_json::json!(model);
+    }
+    Ok(Ok((spec, Job { case: case.clone(), modality, dtype, raw, ids })))
 }
 
 pub fn regen_goldens(args: &[String]) -> Result<(), String> {
@@ -176,16 +209,68 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             failures += 1;
             continue;
         }
+        // One reference golden per modality, plus an int4 kernel-parity one for text when the case has int4 builds.
+        let int4 = case.variants(&root).iter().any(|v| v.dtype == Dtype::Int4);
+        let dtypes = |m: Modality| if int4 && m == Modality::Text { vec![Dtype::F32, Dtype::Int4] } else { vec![Dtype::F32] };
         for modality in case.modalities() {
-            match plan_job(&suite, &case, modality, opts.from_raw.as_deref().unwrap_or(&work)) {
-                Ok(Ok(job)) => jobs.push(job),
-                Ok(Err(skipped)) => skipped.iter().for_each(|l| println!("{l}")),
+            for dtype in dtypes(modality) {
+                match plan_job(&suite, &case, modality, dtype, opts.from_raw.as_deref().unwrap_or(&work)) {
+                    Ok(Ok(job)) => jobs.push(job),
+                    Ok(Err(skipped)) => skipped.iter().for_each(|l| println!("{l}")),
+                    Err(e) => {
+                        println!("ERROR      {}: {e}", case.file);
+                        failures += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Accuracy-gate baselines for the cases with `accuracy` tasks.
+    let mut baseline_jobs = Vec::new();
+    if opts.level.is_none() {
+        for case in suite.load_cases().into_iter().flatten() {
+            if opts.case_glob.as_ref().is_some_and(|g| !g.matches(&case.name)) || case.spec.accuracy.is_empty() {
+                continue;
+            }
+            if case.spec.trust_remote_code && !opts.allow_remote_code {
+                continue;
+            }
+            match crate::baselines::plan(&suite, &case, opts.from_raw.as_deref().unwrap_or(&work)) {
+                Ok(j) => baseline_jobs.extend(j),
                 Err(e) => {
                     println!("ERROR      {}: {e}", case.file);
                     failures += 1;
                 }
             }
         }
+    }
+    if !baseline_jobs.is_empty() && opts.from_raw.is_none() {
+        let spec = serde_json::json!({ "jobs": baseline_jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
+        let spec_path = work.join("loglik.json");
+        std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
+        run_python(&[reference_script("loglik.py").as_os_str(), spec_path.as_os_str()])?;
+    }
+    for (_, job) in &baseline_jobs {
+        let written = crate::baselines::derive(&suite, job)
+            .and_then(|(_, bytes, line)| Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run)?]));
+        match written {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                println!("ERROR      baseline {}: {e}", relative(&root, job.out_path()));
+                failures += 1;
+            }
+        }
+        if let Some(keep) = &opts.keep_raw {
+            let _ = std::fs::create_dir_all(keep);
+            let _ = std::fs::copy(job.raw_path(), keep.join(job.raw_path().file_name().unwrap()));
+        }
+    }
+    // The seeded fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) them first.
+    let derived_missing = jobs.iter().any(|(_, j)| {
+        j.case.reference_dir(&root).is_some_and(|d| d.join("config.json").is_file() && !d.join("model.safetensors").is_file())
+    });
+    if derived_missing && opts.from_raw.is_none() {
+        fixtures(&["--hf-only".to_string()])?;
     }
     if !jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
@@ -312,9 +397,13 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
             torch: m("torch"),
             dtype: "float32".into(),
             device: "cpu".into(),
+            weights: meta.get("dequantized_from").map(|m| format!("int4 weights of {} dequantized", relative(root, Path::new(m)))),
         },
     };
-    let paths = suite.golden_paths(&job.case, job.modality);
+    if job.dtype.golden_suffix().is_some() && run.provenance.weights.is_none() {
+        return Err(format!("{}: the reference did not say it ran with dequantized {} weights", job.raw.display(), job.dtype));
+    }
+    let paths = suite.golden_paths(&job.case, job.modality, job.dtype);
     let sidecar_name = paths.sidecar().file_name().unwrap().to_string_lossy().into_owned();
     let files = golden::from_reference(
         &run,
@@ -326,18 +415,33 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
     .map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
     if let Some(min) = run.step_logits.iter().map(|l| mobius_conformance::logits::TopK::of(l, 2).margin()).reduce(f64::min) {
+        let what = format!("{} ({}, {} golden)", job.case.name, job.modality, job.dtype);
         lines.push(format!(
-            "margin     {} ({}): smallest reference top1-top2 margin over prefill and {} steps = {min:.4}",
-            job.case.name,
-            job.modality,
+            "margin     {what}: smallest reference top1-top2 margin over prefill and {} steps = {min:.4}",
             run.step_logits.len()
         ));
+        if let Some((loosest, dtype)) = loosest_near_tie(suite, job)
+            && min < loosest
+        {
+            lines.push(format!(
+                "WARNING    {what}: that margin is under the near-tie margin {loosest} of {dtype}, which this golden also judges: \
+                 an honest {dtype} flip there would only be AMBIGUOUS; pick a seed or prompt with larger margins"
+            ));
+        }
     }
     let mut targets: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-    if media {
-        targets.push((paths.inputs.clone(), fed.to_safetensors().map_err(|e| e.to_string())?));
+    if media && job.dtype.golden_suffix().is_none() {
+        // A multi-media stream keeps only what its single-media streams (written earlier in this run) do not hold.
+        let mut own = Inputs { tensors: fed.tensors.clone() };
+        for shared in &paths.shared_inputs {
+            let bytes =
+                std::fs::read(shared).map_err(|e| format!("{}: {e} (its single-media golden must exist first)", relative(root, shared)))?;
+            let theirs = Inputs::from_safetensors(&relative(root, shared), &bytes).map_err(|e| e.to_string())?;
+            own.tensors.retain(|t| !theirs.tensors.iter().any(|o| o == t));
+        }
+        targets.push((paths.inputs.clone(), own.to_safetensors().map_err(|e| e.to_string())?));
     }
-    if !features.tensors.is_empty() {
+    if !features.tensors.is_empty() && job.dtype.golden_suffix().is_none() {
         targets.push((paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
     }
     for &level in job.case.levels() {
@@ -352,7 +456,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
                 }
             }
             Level::L5 => targets.push((paths.generation.clone(), files.generation.clone())),
-            Level::VisionEncoder | Level::AudioEncoder => {}
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy => {}
         }
     }
     for (path, bytes) in targets {
@@ -370,4 +474,16 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
         lines.push(line);
     }
     Ok(lines)
+}
+
+/// The loosest near-tie margin (L4 or L5) among the dtypes this job's golden judges, with that dtype.
+fn loosest_near_tie(suite: &Suite, job: &Job) -> Option<(f64, Dtype)> {
+    let policy = suite.policy.as_ref().ok()?;
+    let judged = job.case.variants(&suite.root).into_iter().map(|v| v.dtype).filter(|d| d.golden_suffix() == job.dtype.golden_suffix());
+    judged
+        .flat_map(|d| {
+            [Level::L4, Level::L5]
+                .map(|l| (policy.resolve(l, d, job.case.spec.tolerance.as_ref(), job.case.spec.min_token_match_ratio).near_tie_margin, d))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
 }

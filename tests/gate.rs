@@ -1,0 +1,221 @@
+//! The accuracy gate: lm-eval 0.4's scoring and tokenization rules on crafted items, and the gate on the trained
+//! fixture, where a deliberately broken copy must fail with its delta and the items that flipped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{Scratch, copy_tree, run, write};
+use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::gate::{self, Baseline, BaselineItem, Scored};
+use mobius_conformance::golden::{Hex, Provenance};
+use mobius_conformance::onnx_bytes::Model;
+use mobius_conformance::scoring;
+use mobius_conformance::task::{self, ItemKind, Metric, Task};
+use mobius_conformance::tokenizer::TextTokenizer;
+use mobius_conformance::trial::Status;
+
+fn tokenizer() -> std::sync::Arc<TextTokenizer> {
+    TextTokenizer::load(&workspace_root().join("fixtures/tokenizer")).unwrap()
+}
+
+#[test]
+fn acc_and_acc_norm_disagree_where_lm_eval_does() {
+    // A short choice with the higher raw log-likelihood, a long one with the higher per-character one.
+    let choices = vec!["no".to_string(), "absolutely not".to_string()];
+    let picks = scoring::pick(&[-3.0, -7.0], &choices);
+    assert_eq!((picks.acc, picks.acc_norm), (0, 1), "acc takes the raw sum, acc_norm divides by 2 and 14 characters");
+    // Ties go to the first choice, as numpy's argmax does.
+    assert_eq!(scoring::pick(&[-1.0, -1.0, -2.0], &["a".into(), "b".into(), "c".into()]).acc, 0);
+    // The length is counted in characters, not bytes, and without the target delimiter.
+    let picks = scoring::pick(&[-2.0, -3.0], &["é".to_string(), "abc".to_string()]);
+    assert_eq!(picks.acc_norm, 1, "-2/1 < -3/3");
+}
+
+#[test]
+fn log_softmax_and_standard_error() {
+    let logits = [1.0f32, 2.0, 3.0];
+    let lp = scoring::log_prob(&logits, 2);
+    let want = 3.0 - (1.0f64.exp() + 2.0f64.exp() + 3.0f64.exp()).ln();
+    assert!((lp as f64 - want).abs() < 1e-6, "{lp} vs {want}");
+    let (ll, greedy) = scoring::continuation_loglik([&logits[..], &logits[..]], &[2, 0]);
+    assert!(!greedy, "the second token is not the argmax");
+    assert!((ll - (lp as f64 + scoring::log_prob(&logits, 0) as f64)).abs() < 1e-6);
+    // lm-eval's mean_stderr: sample standard deviation / sqrt(n).
+    let (mean, se) = scoring::mean_stderr(&[true, true, false, false]);
+    assert_eq!(mean, 0.5);
+    assert!((se - (1.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12, "{se}");
+}
+
+#[test]
+fn trailing_whitespace_of_the_context_moves_to_the_continuation() {
+    let tok = tokenizer();
+    for (ctx, moved) in [("Answer: ", " "), ("Answer:\n", "\n")] {
+        let pair = task::encode_pair(&tok, ctx, "Paris").unwrap();
+        assert_eq!(pair.context_text, "Answer:");
+        assert_eq!(pair.continuation_text, format!("{moved}Paris"));
+        let whole = tok.encode(&format!("Answer:{moved}Paris")).unwrap();
+        assert_eq!(pair.context, tok.encode("Answer:").unwrap(), "the context is tokenized alone, with BOS");
+        assert_eq!(pair.continuation, whole[pair.context.len()..], "the continuation is the whole string's tail");
+        assert!(!pair.boundary_merge);
+    }
+}
+
+#[test]
+fn a_token_merging_across_the_boundary_is_counted() {
+    let tok = tokenizer();
+    // This BPE has a token for "print"'s tail "nt" after "pri" that differs from "pri" alone: the whole string's
+    // tokens do not start with the context's.
+    let pair = task::encode_pair(&tok, "pri", "nt").unwrap();
+    assert!(pair.boundary_merge, "{pair:?}");
+    let whole = tok.encode("print").unwrap();
+    assert_eq!(pair.continuation, whole[pair.context.len()..], "lm-eval still takes the whole string's tail");
+    assert!(!task::encode_pair(&tok, "import", " os").unwrap().boundary_merge);
+
+    // Through a task: the merging item is flagged, the clean one is not.
+    let s = Scratch::new("gate-merge");
+    write(
+        &s.0.join("data.jsonl"),
+        "{\"q\": \"pri\", \"c\": [\"nt\", \"ze\"], \"g\": 0}\n{\"q\": \"import\", \"c\": [\"os\", \"sys\"], \"g\": 1}\n",
+    );
+    write(
+        &s.0.join("t.yaml"),
+        "test: data.jsonl\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\"\ndoc_to_choice: c\ndoc_to_target: g\ntarget_delimiter: \"\"\nmetric: acc\n",
+    );
+    let t = Task::load(&s.0, "t.yaml").unwrap();
+    let items = t.items(&tok).unwrap();
+    let merges: Vec<bool> = items.iter().map(|i| matches!(i.kind, ItemKind::MultipleChoice { boundary_merge: true, .. })).collect();
+    assert_eq!(merges, [true, false]);
+}
+
+#[test]
+fn fewshot_context_follows_first_n_and_the_delimiters() {
+    let s = Scratch::new("gate-fewshot");
+    write(
+        &s.0.join("train.jsonl"),
+        "{\"q\": \"1+1=\", \"c\": [\"2\", \"3\"], \"g\": 0}\n{\"q\": \"2+2=\", \"c\": [\"5\", \"4\"], \"g\": 1}\n{\"q\": \"9+9=\", \"c\": [\"18\", \"19\"], \"g\": 0}\n",
+    );
+    write(&s.0.join("test.jsonl"), "{\"q\": \"3+3=\", \"c\": [\"6\", \"7\"], \"g\": 0}\n");
+    write(
+        &s.0.join("t.yaml"),
+        "test: test.jsonl\nfewshot: train.jsonl\nnum_fewshot: 2\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\"\ndoc_to_choice: c\ndoc_to_target: g\nmetric: acc_norm\n",
+    );
+    let t = Task::load(&s.0, "t.yaml").unwrap();
+    assert_eq!(t.fewshot_prefix().unwrap(), "1+1= 2\n\n2+2= 4\n\n");
+    let items = t.items(&tokenizer()).unwrap();
+    assert_eq!(items[0].context, "1+1= 2\n\n2+2= 4\n\n3+3=");
+    // Unknown fields and metric/output mismatches are errors naming the file.
+    write(&s.0.join("bad.yaml"), "test: test.jsonl\noutput_type: multiple_choice\ndoc_to_text: q\ndoc_to_target: g\nmetric: exact_match\n");
+    let e = Task::load(&s.0, "bad.yaml").unwrap_err().to_string();
+    assert!(e.contains("bad.yaml") && e.contains("exact_match"), "{e}");
+    write(&s.0.join("typo.yaml"), "test: test.jsonl\noutput_type: multiple_choice\ndoc_to_txt: q\ndoc_to_target: g\nmetric: acc\n");
+    let e = Task::load(&s.0, "typo.yaml").unwrap_err().to_string();
+    assert!(e.contains("typo.yaml") && e.contains("doc_to_txt"), "{e}");
+}
+
+#[test]
+fn generate_until_cuts_at_the_stop_string_and_extracts_the_answer() {
+    assert_eq!(task::cut_at_stop(" 46\n12+3", &["\n".into()]), " 46");
+    assert_eq!(task::extract_answer(Some(r"(\d+)"), " 46"), "46");
+    assert_eq!(task::extract_answer(Some(r"(\d+)"), " none"), "[invalid]");
+}
+
+fn provenance() -> Provenance {
+    Provenance {
+        reference: "x".into(),
+        transformers: "t".into(),
+        torch: "t".into(),
+        dtype: "float32".into(),
+        device: "cpu".into(),
+        weights: None,
+    }
+}
+
+#[test]
+fn the_gate_reports_delta_flips_and_margins() {
+    let s = Scratch::new("gate-judge");
+    let docs: String = (0..4).map(|i| format!("{{\"q\": \"{i}\", \"c\": [\"a\", \"b\"], \"g\": 0}}\n")).collect();
+    write(&s.0.join("d.jsonl"), &docs);
+    write(
+        &s.0.join("t.yaml"),
+        "test: d.jsonl\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\"\ndoc_to_choice: c\ndoc_to_target: g\nmetric: acc\n",
+    );
+    let t = Task::load(&s.0, "t.yaml").unwrap();
+    let items = t.items(&tokenizer()).unwrap();
+    let reference = [[-1.0, -2.0], [-1.0, -1.5], [-3.0, -1.0], [-1.0, -4.0]];
+    let baseline = Baseline {
+        task: "t".into(),
+        model: "m".into(),
+        metric: "acc".into(),
+        num_fewshot: 0,
+        n: 4,
+        accuracy: 0.75,
+        stderr: 0.25,
+        acc: None,
+        acc_norm: None,
+        boundary_merges: 0,
+        requests_hash: gate::requests_hash(&items),
+        items: reference.iter().map(|r| BaselineItem { logliks: r.iter().map(|&x| Hex(x)).collect(), answer: None }).collect(),
+        provenance: provenance(),
+    };
+    // Item 1 flips from right to wrong (a near tie in the reference: margin 0.5).
+    let got: Vec<Scored> = [[-1.0, -2.0], [-1.6, -1.5], [-3.0, -1.0], [-1.0, -4.0]].iter().map(|r| Scored::Choices(r.to_vec())).collect();
+    let r = gate::judge(&items, &got, &baseline, Metric::Acc, 1.0).unwrap();
+    assert_eq!((r.reference, r.got), (0.75, 0.5));
+    assert!(!r.pass && (r.delta_points + 25.0).abs() < 1e-9, "{r:?}");
+    assert_eq!(r.flips.len(), 1);
+    let f = &r.flips[0];
+    assert_eq!((f.doc, f.reference.as_str(), f.got.as_str(), f.reference_correct, f.got_correct), (1, "0", "1", true, false));
+    assert_eq!(f.reference_margin, Some(0.5));
+    let text = gate::render("t/m/cpu/f32/accuracy", Metric::Acc, &r, "b.json", "regen");
+    assert!(text.contains("delta -25.00 points") && text.contains("doc 1") && text.contains("margin 0.5000"), "{text}");
+    // Within the allowed delta it passes, and still lists the flip.
+    let r = gate::judge(&items, &got, &baseline, Metric::Acc, 30.0).unwrap();
+    assert!(r.pass && r.flips.len() == 1);
+}
+
+/// The trained fixture's case, in a scratch root, with every variant pointed at `package` when given.
+fn arith_root(tag: &str, package: Option<&Path>) -> Scratch {
+    let repo = workspace_root();
+    let s = Scratch::new(tag);
+    let mut text = std::fs::read_to_string(repo.join("cases/accuracy/arith-tiny.yaml")).unwrap();
+    text = text.replace("\"fixtures/", &format!("\"{}/fixtures/", repo.display()));
+    if let Some(p) = package {
+        text = text.replace(&format!("{}/fixtures/arith-tiny/onnx/{{ep}}-{{dtype}}", repo.display()), &p.display().to_string());
+    }
+    write(&s.0.join("cases/accuracy/arith-tiny.yaml"), &format!("{text}external_paths: true\n"));
+    std::fs::copy(repo.join("cases/tolerances.yaml"), s.0.join("cases/tolerances.yaml")).unwrap();
+    copy_tree(&repo.join("goldens/baselines"), &s.0.join("goldens/baselines"));
+    copy_tree(&repo.join("cases/tasks"), &s.0.join("cases/tasks"));
+    copy_tree(&repo.join("fixtures/tasks"), &s.0.join("fixtures/tasks"));
+    s
+}
+
+/// The trained model with its layer-1 MLP down projection scaled by 0.5: a plausible export bug (a wrong scale).
+fn broken_arith(dir: &Path) -> PathBuf {
+    let out = dir.join("broken-f32");
+    copy_tree(&workspace_root().join("fixtures/arith-tiny/onnx/default-f32"), &out);
+    let mut m = Model::read(&out.join("model.onnx")).unwrap();
+    let name = m.graph.initializers.iter().find(|t| t.name.contains("layers.1.mlp.down_proj")).expect("down_proj").name.clone();
+    let w: Vec<f32> = m.f32s(&name).unwrap().iter().map(|x| x * 0.5).collect();
+    m.set_f32s(&name, &w).unwrap();
+    m.write(&out).unwrap();
+    out
+}
+
+#[test]
+fn the_gate_passes_the_trained_fixture_and_fails_a_broken_copy() {
+    let clean = arith_root("gate-clean", None);
+    let o = run(&clean.0, "arith/arith-tiny/default/f32/accuracy");
+    assert_eq!(o.status, Status::Pass, "{}", o.message);
+    assert!(o.message.contains("acc 97.33%") && o.message.contains("reference 97.33%"), "{}", o.message);
+
+    let work = Scratch::new("gate-broken-pkg");
+    let pkg = broken_arith(&work.0);
+    let broken = arith_root("gate-broken", Some(&pkg));
+    let o = run(&broken.0, "arith/arith-tiny/default/f32/accuracy");
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("delta -") && o.message.contains("item(s) flipped") && o.message.contains("doc "), "{}", o.message);
+    assert!(o.max_abs_diff.unwrap() > 1.0, "more than a point: {}", o.message);
+    eprintln!("{}", o.message);
+}

@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""The reference side of `cargo xtask bench`: what the tools people use today cost on the same packages.
+
+Run with the reference venv's python. Every subcommand prints exactly ONE JSON object on stdout (anything the
+libraries print, at the C level too, goes to stderr). Times are seconds; every timed figure is
+{"median": x, "min": x, "max": x} over --repeats runs, after one untimed warm-up run.
+
+decode: greedy decoding throughput, EOS off (always --tokens new tokens)
+    bench.py decode --package DIR --prompt-ids 2,5,9 [--tokens 128] [--repeats 5] [--engine genai|ort|both]
+                    [--threads 1]
+  genai: onnxruntime_genai `og.Model(og.Config(DIR))` (intra-op threads set to --threads by a config overlay),
+         greedy (do_sample False, top_k 1), max_length = min_length = prompt + tokens (min_length masks EOS).
+         Timed: append_tokens (prefill) and the generate_next_token loop; Generator set-up is not.
+  ort:   a plain Python onnxruntime loop over the package's decoder: names from genai_config.json (input_ids,
+         attention_mask, position_ids when the graph has it, past/present per layer as the graph declares them),
+         present fed back as past, numpy argmax of the last logits with the EOS ids (genai_config eos_token_id)
+         masked like genai's min_length does. Timed: all model runs (prefill included) and the argmaxes.
+  One engine:
+    {"subcommand": "decode", "engine": "genai"|"ort", "package": str, "prompt_len": int, "tokens": int,
+     "repeats": int, "threads": int,
+     "seconds": stats,          # prompt + all new tokens, per run
+     "prefill_seconds": stats,  # the part of it spent on the prompt (append_tokens / first session run)
+     "tokens_per_s": stats,     # tokens / seconds, per run
+     "ids": [int, ...],         # the new tokens (identical in every run, else an error)
+     "eos_masked_steps": [int, ...]}   # ort only: steps whose raw argmax was an EOS id (masked away);
+                                       # a loop that does not mask EOS diverges from the first of them on
+  --engine both: {"subcommand": "decode", "package": str, "prompt_len": int, "tokens": int,
+                  "genai": <one-engine object>, "ort": <one-engine object>, "same_ids": bool,
+                  "first_difference": int|null}
+
+prefill: Python onnxruntime prefill latency per prompt length
+    bench.py prefill --package DIR [--lengths 16,64,256,512] [--repeats 5] [--threads 1]
+  Prompt of length L: [bos] + [4 + (7 * i) % (vocab - 4) for i < L - 1] (deterministic); empty past; timed is
+  one session run (all outputs fetched).
+    {"subcommand": "prefill", "package": str, "threads": int, "repeats": int,
+     "lengths": [{"length": int, "seconds": stats, "tokens_per_s": stats, "first_id": int}
+                 | {"length": int, "error": str}, ...]}
+  (a length past the package's RoPE table - mobius sizes it by max_position_embeddings, 256 for most tiny
+  fixtures - fails in ORT and is reported as an error entry, the other lengths still run)
+
+lmeval: lm-eval 0.4.13 in process (model hf, dtype float32, device cpu)
+    bench.py lmeval --tasks arith[,arith-control] --include-path DIR --pretrained HF_DIR [--batch-size 1]
+                    [--repeats 1] [--threads 1] [--num-fewshot N] [--limit N] [--per-item]
+  Run it from the repository root (the task YAMLs name their data relative to it). The model is loaded once
+  (HFLM, timed apart as load_seconds); each repeat is one `lm_eval.simple_evaluate`
+  over the tasks, with a TaskManager on --include-path only (include_defaults False: no index of the ~thousands
+  of built-in tasks), offline.
+    {"subcommand": "lmeval", "pretrained": str, "tasks": [str], "include_path": str, "batch_size": int,
+     "threads": int, "repeats": int, "num_fewshot": int|null, "limit": int|null,
+     "load_seconds": float, "seconds": stats, "items": int, "items_per_s": stats,
+     "requests": int|null,                  # loglikelihood requests (items x choices); null without --per-item
+     "results": {task: {metric: value}},    # lm-eval's results, e.g. "acc,none", "acc_stderr,none"
+     "n_samples": {task: int},
+     "per_item": {task: [{"doc_id": int, "target": int|str, "pred": int, "loglik": [float, ...]}]}}
+                                           # only with --per-item (multiple_choice tasks)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# stdout carries the one JSON object; everything else (Python and C++ libraries) writes to stderr.
+_STDOUT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+
+def emit(obj) -> None:
+    _STDOUT.write(json.dumps(obj) + "\n")
+    _STDOUT.flush()
+
+
+def stats(values) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def int_list(text: str) -> list[int]:
+    return [int(x) for x in text.replace(" ", "").split(",") if x]
+
+
+def genai_config(package: Path) -> dict:
+    return json.loads((package / "genai_config.json").read_text())
+
+
+def eos_ids(cfg: dict) -> list[int]:
+    eos = cfg["model"].get("eos_token_id", [])
+    return [int(e) for e in (eos if isinstance(eos, list) else [eos])]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Plain Python onnxruntime decoder
+
+
+_NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+       "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
+
+
+class OrtDecoder:
+    def __init__(self, package: Path, threads: int):
+        import onnxruntime as ort
+
+        self.cfg = genai_config(package)
+        dec = self.cfg["model"]["decoder"]
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        self.session = ort.InferenceSession(str(package / dec["filename"]), so, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
+        names_in, names_out = dec.get("inputs", {}), dec.get("outputs", {})
+        self.ids_name = names_in.get("input_ids", "input_ids")
+        self.mask_name = names_in.get("attention_mask", "attention_mask")
+        self.pos_name = names_in.get("position_ids", "position_ids")
+        self.logits_name = names_out.get("logits", "logits")
+        if self.ids_name not in self.inputs:
+            raise SystemExit(f"{package}: the decoder has no `{self.ids_name}` input (an embeddings-fed decoder?)")
+        # past -> present pairs: every graph input matching the past pattern, present with the same layer index
+        # (Gemma-4 has caches only for its non-shared layers, each with its own head_dim).
+        self.past = {}  # past name -> (present name, dtype, kv_heads, head_dim)
+        for kind in ("key", "value"):
+            pin = names_in.get(f"past_{kind}_names", f"past_key_values.%d.{kind}")
+            pout = names_out.get(f"present_{kind}_names", f"present.%d.{kind}")
+            rx = re.compile("^" + re.escape(pin).replace("%d", r"(\d+)") + "$")
+            for name, info in self.inputs.items():
+                m = rx.match(name)
+                if m:
+                    heads, head_dim = info.shape[1], info.shape[3]
+                    if not isinstance(heads, int):
+                        heads = dec["num_key_value_heads"]
+                    if not isinstance(head_dim, int):
+                        head_dim = dec["head_size"]
+                    self.past[name] = (pout % int(m.group(1)), _NP[info.type], heads, head_dim)
+        self.outputs = [self.logits_name] + [p[0] for p in self.past.values()]
+        self.eos = eos_ids(self.cfg)
+
+    def _feed(self, cur: np.ndarray, start: int, past: dict) -> dict:
+        total = start + cur.shape[1]
+        feed = {self.ids_name: cur.astype(_NP[self.inputs[self.ids_name].type])}
+        if self.mask_name in self.inputs:
+            feed[self.mask_name] = np.ones((1, total), _NP[self.inputs[self.mask_name].type])
+        if self.pos_name in self.inputs:
+            feed[self.pos_name] = np.arange(start, total, dtype=_NP[self.inputs[self.pos_name].type])[None]
+        feed.update(past)
+        return feed
+
+    def empty_past(self) -> dict:
+        return {n: np.zeros((1, h, 0, d), dt) for n, (_, dt, h, d) in self.past.items()}
+
+    def prefill(self, ids: list[int]):
+        return self.session.run(None, self._feed(np.array([ids], np.int64), 0, self.empty_past()))
+
+    def greedy(self, prompt: list[int], tokens: int):
+        """(new ids, steps whose raw argmax was EOS, seconds on the prompt)."""
+        past = self.empty_past()
+        cur, start, out, masked, t_prefill = np.array([prompt], np.int64), 0, [], [], 0.0
+        t0 = time.perf_counter()
+        for step in range(tokens):
+            res = self.session.run(self.outputs, self._feed(cur, start, past))
+            if step == 0:
+                t_prefill = time.perf_counter() - t0
+            for (name, (present, _, _, _)), value in zip(self.past.items(), res[1:]):
+                past[name] = value
+            logits = res[0][0, -1].astype(np.float32)
+            nxt = int(logits.argmax())
+            if nxt in self.eos:
+                masked.append(step)
+                logits[self.eos] = -np.inf
+                nxt = int(logits.argmax())
+            out.append(nxt)
+            start += cur.shape[1]
+            cur = np.array([[nxt]], np.int64)
+        return out, masked, t_prefill
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# decode
+
+
+def decode_ort(args, prompt):
+    dec = OrtDecoder(Path(args.package), args.threads)
+    ids, masked, _ = dec.greedy(prompt, args.tokens)  # warm-up
+    secs, pre = [], []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        again, _, tp = dec.greedy(prompt, args.tokens)
+        secs.append(time.perf_counter() - t0)
+        pre.append(tp)
+        if again != ids:
+            raise SystemExit("ort: the greedy tokens changed between runs")
+    return {"ids": ids, "seconds": secs, "prefill": pre, "eos_masked_steps": masked}
+
+
+def decode_genai(args, prompt):
+    import onnxruntime_genai as og
+
+    config = og.Config(args.package)
+    overlay = {"model": {"decoder": {"session_options": {"intra_op_num_threads": args.threads,
+                                                          "inter_op_num_threads": 1}}}}
+    config.overlay(json.dumps(overlay))
+    model = og.Model(config)
+    length = len(prompt) + args.tokens
+    tokens = np.array([prompt], np.int32)
+
+    def run():
+        params = og.GeneratorParams(model)
+        params.set_search_options(do_sample=False, top_k=1, max_length=length, min_length=length)
+        gen = og.Generator(model, params)
+        t0 = time.perf_counter()
+        gen.append_tokens(tokens)
+        t1 = time.perf_counter()
+        while not gen.is_done():
+            gen.generate_next_token()
+        t2 = time.perf_counter()
+        return [int(x) for x in gen.get_sequence(0)][len(prompt):], t2 - t0, t1 - t0
+
+    ids, _, _ = run()  # warm-up
+    if len(ids) != args.tokens:
+        raise SystemExit(f"genai generated {len(ids)} tokens, not {args.tokens}")
+    secs, pre = [], []
+    for _ in range(args.repeats):
+        again, s, p = run()
+        secs.append(s)
+        pre.append(p)
+        if again != ids:
+            raise SystemExit("genai: the greedy tokens changed between runs")
+    return {"ids": ids, "seconds": secs, "prefill": pre}
+
+
+def decode(args):
+    prompt = int_list(args.prompt_ids)
+    if not prompt:
+        raise SystemExit("--prompt-ids is empty")
+    engines = ["genai", "ort"] if args.engine == "both" else [args.engine]
+    out = {}
+    for engine in engines:
+        r = (decode_genai if engine == "genai" else decode_ort)(args, prompt)
+        obj = {"subcommand": "decode", "engine": engine, "package": args.package, "prompt_len": len(prompt),
+               "tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
+               "seconds": stats(r["seconds"]), "prefill_seconds": stats(r["prefill"]),
+               "tokens_per_s": stats([args.tokens / s for s in r["seconds"]]), "ids": r["ids"]}
+        if "eos_masked_steps" in r:
+            obj["eos_masked_steps"] = r["eos_masked_steps"]
+        out[engine] = obj
+    if len(engines) == 1:
+        return out[engines[0]]
+    a, b = out["genai"]["ids"], out["ort"]["ids"]
+    diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    return {"subcommand": "decode", "package": args.package, "prompt_len": len(prompt), "tokens": args.tokens,
+            "genai": out["genai"], "ort": out["ort"], "same_ids": a == b, "first_difference": diff}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# prefill
+
+
+def prefill(args):
+    dec = OrtDecoder(Path(args.package), args.threads)
+    model = dec.cfg["model"]
+    vocab, bos = int(model["vocab_size"]), int(model.get("bos_token_id", 2))
+    rows = []
+    for length in int_list(args.lengths):
+        ids = [bos] + [4 + (7 * i) % (vocab - 4) for i in range(length - 1)]
+        try:
+            first = int(dec.prefill(ids)[0][0, -1].argmax())  # warm-up
+            secs = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                dec.prefill(ids)
+                secs.append(time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001 - ORT raises its own types; report and go on
+            rows.append({"length": length, "error": str(e).strip().splitlines()[0][:500]})
+            continue
+        rows.append({"length": length, "seconds": stats(secs), "tokens_per_s": stats([length / s for s in secs]),
+                     "first_id": first})
+    return {"subcommand": "prefill", "package": args.package, "threads": args.threads, "repeats": args.repeats,
+            "lengths": rows}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# lmeval
+
+
+def lmeval(args):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    tasks = [t for t in args.tasks.split(",") if t]
+    t0 = time.perf_counter()
+    lm = HFLM(pretrained=args.pretrained, dtype="float32", device="cpu", batch_size=args.batch_size)
+    load = time.perf_counter() - t0
+    manager = TaskManager(include_path=args.include_path, include_defaults=False)
+    secs, res = [], None
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        res = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=manager, num_fewshot=args.num_fewshot,
+                                      limit=args.limit, batch_size=args.batch_size, device="cpu",
+                                      log_samples=args.per_item, bootstrap_iters=0, random_seed=0,
+                                      numpy_random_seed=1234, torch_random_seed=1234, fewshot_random_seed=1234)
+        secs.append(time.perf_counter() - t0)
+    n_samples = {t: int(v.get("effective", v.get("original", 0))) for t, v in res.get("n-samples", {}).items()}
+    items = sum(n_samples.values())
+    results = {t: {k: v for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+               for t, m in res["results"].items()}
+    out = {"subcommand": "lmeval", "pretrained": args.pretrained, "tasks": tasks, "include_path": args.include_path,
+           "batch_size": args.batch_size, "threads": args.threads, "repeats": args.repeats,
+           "num_fewshot": args.num_fewshot, "limit": args.limit, "load_seconds": load, "seconds": stats(secs),
+           "items": items, "items_per_s": stats([items / s for s in secs]), "requests": 0,
+           "results": results, "n_samples": n_samples}
+    requests = 0
+    per_item = {}
+    for task, samples in (res.get("samples") or {}).items():
+        rows = []
+        for s in samples:
+            requests += len(s.get("resps", []))
+            logliks = [float(r[0][0]) if isinstance(r[0], (list, tuple)) else float(r[0]) for r in s["resps"]]
+            rows.append({"doc_id": int(s["doc_id"]), "target": s["target"], "pred": int(np.argmax(logliks)),
+                         "loglik": logliks})
+        per_item[task] = rows
+    if args.per_item:
+        out["requests"] = requests
+        out["per_item"] = per_item
+    else:
+        out["requests"] = None  # only counted with --per-item (the samples are not kept otherwise)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("decode")
+    d.add_argument("--package", required=True)
+    d.add_argument("--prompt-ids", required=True)
+    d.add_argument("--tokens", type=int, default=128)
+    d.add_argument("--repeats", type=int, default=5)
+    d.add_argument("--engine", choices=["genai", "ort", "both"], default="both")
+    d.add_argument("--threads", type=int, default=1)
+    p = sub.add_parser("prefill")
+    p.add_argument("--package", required=True)
+    p.add_argument("--lengths", default="16,64,256,512")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    e = sub.add_parser("lmeval")
+    e.add_argument("--tasks", required=True)
+    e.add_argument("--include-path", required=True)
+    e.add_argument("--pretrained", required=True)
+    e.add_argument("--batch-size", type=int, default=1)
+    e.add_argument("--repeats", type=int, default=1)
+    e.add_argument("--threads", type=int, default=1)
+    e.add_argument("--num-fewshot", type=int, default=None)
+    e.add_argument("--limit", type=int, default=None)
+    e.add_argument("--per-item", action="store_true")
+    args = ap.parse_args()
+    if getattr(args, "repeats", 1) < 1:
+        raise SystemExit("--repeats must be at least 1")
+    emit({"decode": decode, "prefill": prefill, "lmeval": lmeval}[args.cmd](args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+//! The accuracy gate's baselines: `goldens/baselines/<task>/<case>.json`, made from the Hugging Face reference.
+//!
+//! The requests are built here, with the suite's own lm-eval rules (the same code the gate runs), and only their
+//! token ids go to Python (`xtask/reference/loglik.py`), which returns per-request log-likelihoods and greedy
+//! generations. The baseline is derived and written here, atomically.
+
+use std::path::{Path, PathBuf};
+
+use mobius_conformance::case::Case;
+use mobius_conformance::gate::{self, Baseline, BaselineItem, Scored};
+use mobius_conformance::golden::{self, Hex, Provenance};
+use mobius_conformance::scoring;
+use mobius_conformance::task::{self, Item, ItemKind, Metric, OutputType, Task};
+use mobius_conformance::tokenizer::TextTokenizer;
+use mobius_conformance::trial::{Suite, relative};
+
+/// One task of one case, with the requests sent to the reference.
+pub struct BaselineJob {
+    case: Case,
+    task: Task,
+    items: Vec<Item>,
+    raw: PathBuf,
+    out: PathBuf,
+}
+
+/// The jobs for a case's `accuracy` tasks, and the reference requests (JSON) for each.
+pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Value, BaselineJob)>, String> {
+    let root = &suite.root;
+    let mut out = Vec::new();
+    for file in &case.spec.accuracy {
+        let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
+        let tok = case
+            .tokenizer_location(root)
+            .ok_or_else(|| format!("{}: an accuracy case needs a tokenizer (`tokenizer` or `reference`)", case.file))?
+            .resolve("tokenizer.json")
+            .map_err(|e| e.to_string())?;
+        let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
+        let task = Task::load(root, file).map_err(|e| e.to_string())?;
+        let items = task.items(&tokenizer).map_err(|e| e.to_string())?;
+        let name = task_name(file);
+        let raw = work.join(format!("baseline.{name}.{}.safetensors", case.name));
+        let mut requests = Vec::new();
+        let mut generate = Vec::new();
+        for it in &items {
+            match &it.kind {
+                ItemKind::MultipleChoice { context_ids, continuations, .. } => {
+                    for c in continuations {
+                        requests.push(serde_json::json!({ "context": context_ids, "continuation": c }));
+                    }
+                }
+                ItemKind::Generate { context_ids, .. } => {
+                    let max = task.spec.generation_kwargs.as_ref().map_or(256, |k| k.max_gen_toks);
+                    generate.push(serde_json::json!({ "ids": context_ids, "max_new_tokens": max }));
+                }
+            }
+        }
+        let spec = serde_json::json!({ "reference": reference, "out": raw, "requests": requests, "generate": generate });
+        let out_path = suite.baseline_path(&name, &case.name);
+        out.push((spec, BaselineJob { case: case.clone(), task, items, raw, out: out_path }));
+    }
+    Ok(out)
+}
+
+impl BaselineJob {
+    pub fn out_path(&self) -> &Path {
+        &self.out
+    }
+
+    pub fn raw_path(&self) -> &Path {
+        &self.raw
+    }
+}
+
+pub fn task_name(file: &str) -> String {
+    Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string()
+}
+
+/// Derives the baseline from the reference's raw outputs; returns it and the report lines.
+pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, String), String> {
+    let bytes = std::fs::read(&job.raw).map_err(|e| format!("{}: {e}", job.raw.display()))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    let tensor = |name: &str| st.tensor(name).map_err(|e| format!("{}: tensor `{name}`: {e}", job.raw.display()));
+    let spec = &job.task.spec;
+    let root = &suite.root;
+    let tok = job.case.tokenizer_location(root).and_then(|l| l.resolve("tokenizer.json").ok()).unwrap_or_default();
+    let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
+    let mut scored = Vec::with_capacity(job.items.len());
+    let mut items = Vec::with_capacity(job.items.len());
+    match spec.output_type {
+        OutputType::MultipleChoice => {
+            let ll: Vec<f32> = tensor("loglik")?.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let mut next = 0;
+            for it in &job.items {
+                let ItemKind::MultipleChoice { continuations, .. } = &it.kind else { unreachable!("multiple-choice task") };
+                let l: Vec<f64> = ll
+                    .get(next..next + continuations.len())
+                    .ok_or("fewer log-likelihoods than requests")?
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect();
+                next += continuations.len();
+                items.push(BaselineItem { logliks: l.iter().map(|&x| Hex(x)).collect(), answer: None });
+                scored.push(Scored::Choices(l));
+            }
+            if next != ll.len() {
+                return Err(format!("{}: {} log-likelihoods for {next} requests", job.raw.display(), ll.len()));
+            }
+        }
+        OutputType::GenerateUntil => {
+            let g = tensor("generated")?;
+            let width = g.shape().get(1).copied().unwrap_or(0);
+            let ids: Vec<i64> = g.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+            let lens: Vec<i64> =
+                tensor("generated_len")?.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+            let until = spec.generation_kwargs.as_ref().map(|k| k.until.clone()).unwrap_or_default();
+            for (i, _) in job.items.iter().enumerate() {
+                let n = *lens.get(i).ok_or("fewer generations than items")? as usize;
+                let row = &ids[i * width..i * width + n];
+                let text = task::cut_at_stop(&tokenizer.decode(row), &until);
+                let answer = task::extract_answer(spec.answer_regex.as_deref(), &text);
+                items.push(BaselineItem { logliks: Vec::new(), answer: Some(answer.clone()) });
+                scored.push(Scored::Answer(answer));
+            }
+        }
+    }
+    let correct =
+        |metric: Metric| -> Vec<bool> { job.items.iter().zip(&scored).map(|(it, s)| gate::judge_item(it, s, metric).0).collect() };
+    let (accuracy, stderr) = scoring::mean_stderr(&correct(spec.metric));
+    let mc = spec.output_type == OutputType::MultipleChoice;
+    let (acc, acc_norm) = if mc {
+        (Some(scoring::mean_stderr(&correct(Metric::Acc)).0), Some(scoring::mean_stderr(&correct(Metric::AccNorm)).0))
+    } else {
+        (None, None)
+    };
+    let boundary_merges = job.items.iter().filter(|it| matches!(it.kind, ItemKind::MultipleChoice { boundary_merge: true, .. })).count();
+    let m = |k: &str| meta.get(k).cloned().unwrap_or_default();
+    let name = task_name(&job.task.file);
+    let baseline = Baseline {
+        task: name.clone(),
+        model: job.case.name.clone(),
+        metric: spec.metric.name().into(),
+        num_fewshot: spec.num_fewshot,
+        n: items.len(),
+        accuracy,
+        stderr,
+        acc,
+        acc_norm,
+        boundary_merges,
+        requests_hash: gate::requests_hash(&job.items),
+        items,
+        provenance: Provenance {
+            reference: relative(root, &job.case.reference_dir(root).unwrap_or_default()),
+            transformers: m("transformers"),
+            torch: m("torch"),
+            dtype: "float32".into(),
+            device: "cpu".into(),
+            weights: None,
+        },
+    };
+    let line = format!(
+        "accuracy   {name} on {} (reference): {} {:.2}% +- {:.2} over {} items{}; {boundary_merges} boundary merge(s)",
+        job.case.name,
+        spec.metric.name(),
+        100.0 * accuracy,
+        100.0 * stderr,
+        baseline.n,
+        match (acc, acc_norm) {
+            (Some(a), Some(n)) => format!(" (acc {:.2}%, acc_norm {:.2}%)", 100.0 * a, 100.0 * n),
+            _ => String::new(),
+        }
+    );
+    let json = baseline.to_json();
+    Ok((baseline, json, line))
+}
+
+/// Writes (or not) the baseline like a golden: SAVED, UNCHANGED, or SKIPPED when it differs without `force`.
+pub fn write(suite: &Suite, job: &BaselineJob, bytes: &[u8], force: bool, dry_run: bool) -> Result<String, String> {
+    let shown = relative(&suite.root, &job.out);
+    Ok(match std::fs::read(&job.out).ok() {
+        Some(old) if old == bytes => format!("UNCHANGED  {shown}"),
+        Some(_) if !force => format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"),
+        _ if dry_run => format!("SAVED      {shown} (dry run: not written)"),
+        _ => {
+            golden::write_atomic(&job.out, bytes).map_err(|e| e.to_string())?;
+            format!("SAVED      {shown}")
+        }
+    })
+}

@@ -1,0 +1,793 @@
+//! `cargo xtask mutants`: the suite's self-test. Each mutant is a copy of a committed fixture package with one bug that
+//! shipped in a real export, made at run time by a same-length byte patch of its ONNX files (see `onnx_bytes`). Each is laid
+//! out in a scratch suite root beside the case's goldens, at the very path the case names, and the suite runs the
+//! mutated variant's trials with its normal verdicts: every mutant must fail at least one of them, with a measured
+//! difference. The unpatched variants of the same cases, laid out the same way, must not fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::case::{Case, Dtype, Ep, Location, Modality, Variant};
+use mobius_conformance::package::GenaiConfig;
+use mobius_conformance::runtime::Device;
+use mobius_conformance::trial::{self, Finished, Status, Suite, TrialKind, TrialSpec};
+use serde_json::{Value, json};
+
+use mobius_conformance::onnx_bytes::{Attr, INT64, Model};
+
+/// Which model file of a package a mutant patches.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Decoder,
+    Vision,
+    Speech,
+}
+
+impl Part {
+    /// Whether a modality's trials run this part at all (an encoder runs only for its media).
+    fn runs_in(self, modality: Modality) -> bool {
+        match self {
+            Part::Decoder => true,
+            Part::Vision => matches!(modality, Modality::Image | Modality::ImageAudio),
+            Part::Speech => matches!(modality, Modality::Audio | Modality::ImageAudio),
+        }
+    }
+}
+
+struct Mutant {
+    name: &'static str,
+    bug: &'static str,
+    case: &'static str,
+    ep: Ep,
+    dtype: Dtype,
+    part: Part,
+    /// Patches the model in place; says what it changed. Gets the package's genai_config.json.
+    patch: fn(&mut Model, &Value) -> Result<String, String>,
+}
+
+const MUTANTS: &[Mutant] = &[
+    Mutant {
+        name: "weight-x1.01",
+        bug: "one decoder weight scaled by 1.01",
+        case: "qwen3-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.down_proj", 1.01),
+    },
+    Mutant {
+        name: "softcap-dropped",
+        bug: "final logit softcap dropped",
+        case: "gemma4-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| drop_softcap(m),
+    },
+    Mutant {
+        name: "window-mask-off-by-one",
+        bug: "sliding-window mask off by one (mask built in the graph)",
+        case: "gemma4-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| widen_window_mask(m),
+    },
+    Mutant {
+        name: "window-gqa-off-by-one",
+        bug: "sliding-window mask off by one (GroupQueryAttention local_window_size)",
+        case: "gemma4-tiny",
+        ep: Ep::Cpu,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| widen_gqa_window(m),
+    },
+    Mutant {
+        name: "kv-heads-swapped",
+        bug: "two KV heads swapped",
+        case: "qwen3-tiny",
+        ep: Ep::Cpu,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, cfg| swap_kv_heads(m, cfg, "layers.0.self_attn.k_proj"),
+    },
+    Mutant {
+        name: "rope-theta-x10",
+        bug: "wrong RoPE theta",
+        case: "llama-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| scale_rope_theta(m, 10.0),
+    },
+    Mutant {
+        name: "per-layer-inputs-zeroed",
+        bug: "per-layer inputs zeroed",
+        case: "gemma4-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| zero_per_layer_embeddings(m),
+    },
+    Mutant {
+        name: "vision-clamp-removed",
+        bug: "the vision encoder's activation clamp removed",
+        case: "gemma4-mm-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Vision,
+        patch: |m, _| open_clips(m),
+    },
+    Mutant {
+        name: "audio-mask-inverted",
+        bug: "the audio feature mask inverted",
+        case: "gemma4-mm-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Speech,
+        patch: invert_audio_mask,
+    },
+];
+
+// ---- the patches ----------------------------------------------------------------------------------------------
+
+/// The initializer a MatMul multiplies by whose name contains `fragment`.
+fn matmul_weight(m: &Model, fragment: &str) -> Result<String, String> {
+    let found: BTreeSet<&str> = m
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "MatMul")
+        .filter_map(|n| n.inputs.get(1))
+        .filter(|w| w.contains(fragment) && m.graph.constant(w).is_some())
+        .map(String::as_str)
+        .collect();
+    match found.into_iter().collect::<Vec<_>>().as_slice() {
+        [one] => Ok(one.to_string()),
+        other => Err(format!("{}: expected one MatMul weight named like `{fragment}`, found {other:?}", m.path.display())),
+    }
+}
+
+fn scale_matmul_weight(m: &mut Model, fragment: &str, factor: f32) -> Result<String, String> {
+    let name = matmul_weight(m, fragment)?;
+    let values: Vec<f32> = m.f32s(&name)?.iter().map(|v| v * factor).collect();
+    m.set_f32s(&name, &values)?;
+    Ok(format!("`{name}` ({} values) x{factor}", values.len()))
+}
+
+/// `logits = c * tanh(x / c)`: the Div -> Tanh -> Mul chain, with one scalar `c` for both. Setting `c` to 1e6 makes
+/// the cap the identity to float32 precision, as if the exporter had left it out.
+fn drop_softcap(m: &mut Model) -> Result<String, String> {
+    let g = &m.graph;
+    let mut caps = BTreeSet::new();
+    for tanh in g.nodes.iter().filter(|n| n.op_type == "Tanh") {
+        let (Some(x), Some(y)) = (tanh.inputs.first(), tanh.outputs.first()) else { continue };
+        let Some(div) = g.producer(x).filter(|n| n.op_type == "Div") else { continue };
+        let Some(c) = div.inputs.get(1) else { continue };
+        let scaled_back = g.consumers(y).any(|n| n.op_type == "Mul" && n.inputs.contains(c));
+        if scaled_back && m.scalar_f32(c).is_some() {
+            caps.insert(c.clone());
+        }
+    }
+    let [cap] = caps.into_iter().collect::<Vec<_>>().try_into().map_err(|found: Vec<String>| {
+        format!("{}: expected one softcap (Div by c -> Tanh -> Mul by c, c a float scalar), found {found:?}", m.path.display())
+    })?;
+    let old = m.scalar_f32(&cap).unwrap_or_default();
+    m.set_scalar_f32(&cap, 1.0e6)?;
+    Ok(format!("softcap `{cap}` {old} -> 1e6 (tanh cap becomes the identity)"))
+}
+
+/// The sliding-window mask built in the graph: `Less(query_pos - key_pos, window)`, with `window` an int64 scalar.
+fn widen_window_mask(m: &mut Model) -> Result<String, String> {
+    let windows: BTreeSet<String> = m
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "Less")
+        .filter_map(|n| n.inputs.get(1))
+        .filter(|w| m.graph.constant(w).is_some_and(|t| t.data_type == INT64 && t.elements() == 1))
+        .cloned()
+        .collect();
+    let [window] = windows.into_iter().collect::<Vec<_>>().try_into().map_err(|found: Vec<String>| {
+        format!("{}: expected one sliding-window bound (Less against an int64 scalar), found {found:?}", m.path.display())
+    })?;
+    let old = m.i64s(&window)?.first().copied().unwrap_or_default();
+    m.set_i64s(&window, &[old + 1])?;
+    Ok(format!("window bound `{window}` {old} -> {}", old + 1))
+}
+
+fn widen_gqa_window(m: &mut Model) -> Result<String, String> {
+    let nodes: Vec<(String, i64)> = m
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "GroupQueryAttention")
+        .filter_map(|n| match n.attribute("local_window_size") {
+            Some(Attr::Int(w, _)) if *w > 0 => Some((n.label().to_string(), *w)),
+            _ => None,
+        })
+        .collect();
+    if nodes.is_empty() {
+        return Err(format!("{}: no GroupQueryAttention has a positive local_window_size", m.path.display()));
+    }
+    for (node, w) in &nodes {
+        m.set_int_attribute(node, "local_window_size", w + 1)?;
+    }
+    let olds: BTreeSet<i64> = nodes.iter().map(|(_, w)| *w).collect();
+    Ok(format!("local_window_size {olds:?} -> +1 on {} GroupQueryAttention nodes", nodes.len()))
+}
+
+/// Swaps KV heads 0 and 1 of a K projection. The exporter stores the weight transposed (`[hidden, kv_heads *
+/// head_dim]`, `_t`), so a head is a block of columns.
+fn swap_kv_heads(m: &mut Model, cfg: &Value, fragment: &str) -> Result<String, String> {
+    let dec = &cfg["model"]["decoder"];
+    let (Some(head), Some(heads)) = (dec["head_size"].as_u64(), dec["num_key_value_heads"].as_u64()) else {
+        return Err(format!("{}: genai_config.json has no model.decoder.head_size / num_key_value_heads", m.path.display()));
+    };
+    let (head, heads) = (head as usize, heads as usize);
+    let name = matmul_weight(m, fragment)?;
+    let t = m.tensor(&name)?;
+    let [rows, cols] = t.dims[..] else { return Err(format!("{}: `{name}` has shape {:?}, expected 2-D", m.path.display(), t.dims)) };
+    if heads < 2 || cols as usize != heads * head {
+        return Err(format!("{}: `{name}` {:?} is not [hidden, {heads} kv heads x {head}] with 2 heads or more", m.path.display(), t.dims));
+    }
+    let mut w = m.f32s(&name)?;
+    for row in w.chunks_exact_mut(cols as usize) {
+        let (h0, rest) = row.split_at_mut(head);
+        h0.swap_with_slice(&mut rest[..head]);
+    }
+    m.set_f32s(&name, &w)?;
+    Ok(format!("`{name}` [{rows}, {cols}]: columns of KV heads 0 and 1 swapped"))
+}
+
+/// Recomputes every RoPE cos/sin table pair for `factor` x theta. A table is `[positions, half]` with
+/// `cos[p][i] = cos(p * inv_freq[i])`, `inv_freq[i] = theta^(-i / half)`: the frequencies come from the table itself
+/// (position 1), so `factor` x theta multiplies `inv_freq[i]` by `factor^(-i / half)`.
+fn scale_rope_theta(m: &mut Model, factor: f64) -> Result<String, String> {
+    let pairs: Vec<(String, String)> = m
+        .graph
+        .initializers
+        .iter()
+        .filter_map(|t| t.name.strip_suffix("cos_cache").map(|stem| (t.name.clone(), format!("{stem}sin_cache"))))
+        .filter(|(_, sin)| m.graph.constant(sin).is_some())
+        .collect();
+    if pairs.is_empty() {
+        return Err(format!("{}: no `*cos_cache` / `*sin_cache` initializer pair", m.path.display()));
+    }
+    for (cos_name, sin_name) in &pairs {
+        let t = m.tensor(cos_name)?;
+        let [positions, half] = t.dims[..] else {
+            return Err(format!("{}: `{cos_name}` has shape {:?}, expected [positions, half]", m.path.display(), t.dims));
+        };
+        let (positions, half) = (positions as usize, half as usize);
+        let (cos, sin) = (m.f32s(cos_name)?, m.f32s(sin_name)?);
+        if positions < 2 || half == 0 || cos.len() != positions * half || sin.len() != cos.len() {
+            return Err(format!("{}: `{cos_name}` / `{sin_name}` are not a RoPE table pair", m.path.display()));
+        }
+        let inv: Vec<f64> = (0..half).map(|i| f64::from(sin[half + i]).atan2(f64::from(cos[half + i]))).collect();
+        let table = |inv: &[f64]| -> (Vec<f32>, Vec<f32>) {
+            (0..positions * half).map(|k| (k / half) as f64 * inv[k % half]).map(|a| (a.cos() as f32, a.sin() as f32)).unzip()
+        };
+        // The table must be what this formula gives, or the recomputed one would be wrong for another reason.
+        let (c0, s0) = table(&inv);
+        let off = c0.iter().chain(&s0).zip(cos.iter().chain(&sin)).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        if off > 1e-3 {
+            return Err(format!("{}: `{cos_name}` is not a plain RoPE table (off by {off:.2e} from cos(p * f))", m.path.display()));
+        }
+        let scaled: Vec<f64> = inv.iter().enumerate().map(|(i, f)| f * factor.powf(-(i as f64) / half as f64)).collect();
+        let (c, s) = table(&scaled);
+        m.set_f32s(cos_name, &c)?;
+        m.set_f32s(sin_name, &s)?;
+    }
+    let names: Vec<&str> = pairs.iter().map(|(c, _)| c.as_str()).collect();
+    Ok(format!("RoPE tables {names:?} (+ sin) recomputed for theta x{factor}"))
+}
+
+fn zero_per_layer_embeddings(m: &mut Model) -> Result<String, String> {
+    let tables: Vec<String> =
+        m.graph.initializers.iter().filter(|t| t.name.contains("embed_tokens_per_layer")).map(|t| t.name.clone()).collect();
+    let [table] = tables.try_into().map_err(|found: Vec<String>| {
+        format!("{}: expected one per-layer embedding table (`*embed_tokens_per_layer*`), found {found:?}", m.path.display())
+    })?;
+    let t = m.tensor(&table)?;
+    m.set_f32s(&table, &vec![0.0; t.elements()])?;
+    Ok(format!("`{table}` {:?} zeroed", t.dims))
+}
+
+/// Every Clip whose bounds are float scalars (the ClippableLinear clamps) opened to +-f32::MAX.
+fn open_clips(m: &mut Model) -> Result<String, String> {
+    let bounds: BTreeSet<(String, bool)> = m
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "Clip")
+        .flat_map(|n| [(n.inputs.get(1), false), (n.inputs.get(2), true)])
+        .filter_map(|(b, upper)| b.filter(|b| m.scalar_f32(b).is_some()).map(|b| (b.clone(), upper)))
+        .collect();
+    if bounds.is_empty() {
+        return Err(format!("{}: no Clip with float scalar bounds", m.path.display()));
+    }
+    for (b, upper) in &bounds {
+        m.set_scalar_f32(b, if *upper { f32::MAX } else { f32::MIN })?;
+    }
+    Ok(format!("{} Clip bounds (ClippableLinear input/output clamps) set to +-f32::MAX", bounds.len()))
+}
+
+/// The audio encoder turns its feature mask into an attention bias with `Where(mask, 0, -1e9)`. Swapping the two
+/// branches (an in-place exchange of the node's two `input` fields) inverts it: valid frames get -1e9. The mask's
+/// other uses (zeroing padded frames, compressing the output) cannot be inverted in place and stay correct.
+fn invert_audio_mask(m: &mut Model, cfg: &Value) -> Result<String, String> {
+    let mask = cfg["model"]["speech"]["inputs"]["attention_mask"].as_str().unwrap_or("input_features_mask").to_string();
+    if !m.graph.inputs.contains(&mask) {
+        return Err(format!("{}: no graph input `{mask}` (the speech attention_mask in genai_config.json)", m.path.display()));
+    }
+    let wheres: Vec<String> = m
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "Where" && n.inputs.len() == 3)
+        .filter(|n| m.graph.reads_values_of(&n.inputs[0], &mask))
+        .filter(|n| m.scalar_f32(&n.inputs[1]) == Some(0.0) && m.scalar_f32(&n.inputs[2]).is_some_and(|v| v < -1e4))
+        .map(|n| n.label().to_string())
+        .collect();
+    if wheres.is_empty() {
+        return Err(format!("{}: no Where(mask-derived, 0, large negative) reads `{mask}`", m.path.display()));
+    }
+    for w in &wheres {
+        m.swap_inputs(w, 1, 2)?;
+    }
+    Ok(format!("{wheres:?}: Where(`{mask}`, 0, -1e9) branches swapped (mask bias inverted)"))
+}
+
+// ---- scratch suite roots --------------------------------------------------------------------------------------
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    if from.is_file() {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        return std::fs::copy(from, to).map(drop).map_err(|e| io(from, e));
+    }
+    std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
+    for e in std::fs::read_dir(from).map_err(|e| io(from, e))? {
+        let e = e.map_err(|e| io(from, e))?;
+        copy_tree(&e.path(), &to.join(e.file_name()))?;
+    }
+    Ok(())
+}
+
+/// Copies `path` (a file or folder of the repository) to the same place under `root`; paths outside the repository
+/// and ones that do not exist are left alone (the trial reports those as it would anyway).
+fn mirror(repo: &Path, root: &Path, path: &Path) -> Result<(), String> {
+    match path.strip_prefix(repo) {
+        Ok(rel) if path.exists() => copy_tree(path, &root.join(rel)),
+        _ => Ok(()),
+    }
+}
+
+/// Lays out a suite root holding `cases`: their case files, the tolerance policy, their goldens and reviewed
+/// snapshots, the local files they name, and the packages of the variants `keep` selects.
+fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Variant) -> bool) -> Result<(), String> {
+    let r = &repo.root;
+    for policy in [repo.cases_dir.join("tolerances.yaml"), r.join("default_tolerances.yaml")] {
+        mirror(r, root, &policy)?;
+    }
+    let goldens = root.join(repo.goldens_dir.file_name().unwrap_or("goldens".as_ref()));
+    for case in cases {
+        mirror(r, root, &r.join(&case.file))?;
+        let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten();
+        let media = case.spec.inputs.images.iter().chain(&case.spec.inputs.audio);
+        for p in named.chain(media) {
+            if let Ok(Location::Local(p)) = Location::parse(r, p) {
+                mirror(r, root, &p)?;
+            }
+        }
+        let prefixes = [format!("{}.", case.name), format!("{}_", case.name)];
+        let from = repo.goldens_dir.join(&case.task_dir);
+        let to = goldens.join(&case.task_dir);
+        std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for e in std::fs::read_dir(&from).map_err(|e| format!("{}: {e}", from.display()))?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_file() && prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+                copy_tree(&e.path(), &to.join(&name))?;
+            }
+        }
+        let reviewed = repo.snapshots_dir(&case.task_dir);
+        let to = Suite::open(root).snapshots_dir(&case.task_dir);
+        for e in std::fs::read_dir(&reviewed).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&format!("{}__", case.name)) {
+                copy_tree(&e.path(), &to.join(e.file_name()))?;
+            }
+        }
+        for v in case.variants(r).iter().filter(|v| keep(case, v)) {
+            if let Some(Location::Local(p)) = &v.package {
+                mirror(r, root, p)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The model file of a package that `part` names.
+fn part_file(package: &Path, part: Part) -> Result<PathBuf, String> {
+    let component = |c: Option<mobius_conformance::package::Component>, what: &str| {
+        c.map(|c| package.join(c.file)).ok_or_else(|| format!("{}/genai_config.json names no {what} model", package.display()))
+    };
+    match part {
+        Part::Decoder => trial::package_model(package).map_err(|e| e.to_string()),
+        Part::Vision => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.vision, "vision"),
+        Part::Speech => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.speech, "speech"),
+    }
+}
+
+/// What a mutant changed, and where.
+struct Patched {
+    file: String,
+    what: String,
+    bytes_changed: usize,
+}
+
+/// Lays out `root` for the mutant and writes its patched model there, in place of the copy.
+fn make(repo: &Suite, root: &Path, case: &Case, m: &Mutant) -> Result<Patched, String> {
+    let variant = case
+        .variants(&repo.root)
+        .into_iter()
+        .find(|v| v.ep == m.ep && v.dtype == m.dtype)
+        .ok_or_else(|| format!("{}: lists no {}/{} variant", case.file, m.ep, m.dtype))?;
+    let Some(Location::Local(package)) = variant.package else {
+        return Err(format!("{}: the {}/{} package is not a local path", case.file, m.ep, m.dtype));
+    };
+    let file = part_file(&package, m.part)?;
+    let rel = file.strip_prefix(&repo.root).map_err(|_| format!("{}: outside the repository", file.display()))?.to_path_buf();
+    let mut model = Model::read(&file)?;
+    let before = (model.bytes.clone(), model.data.clone());
+    let what = (m.patch)(&mut model, &read_json(&package.join("genai_config.json"))?)?;
+    let mut bytes_changed = 0;
+    for (old, new) in std::iter::once((&before.0, &model.bytes)).chain(before.1.iter().filter_map(|(k, v)| Some((v, model.data.get(k)?)))) {
+        if old.len() != new.len() {
+            return Err(format!("{}: the patch changed a file's length ({} -> {})", file.display(), old.len(), new.len()));
+        }
+        bytes_changed += old.iter().zip(new).filter(|(a, b)| a != b).count();
+    }
+    if bytes_changed == 0 {
+        return Err(format!("{}: the patch changed nothing ({what})", file.display()));
+    }
+    lay_out(repo, root, &[case], |c, v| c.name == case.name && v.ep == m.ep && v.dtype == m.dtype)?;
+    let dir = root.join(&rel);
+    model.write(dir.parent().unwrap_or(root))?;
+    Ok(Patched { file: rel.to_string_lossy().replace('\\', "/"), what, bytes_changed })
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+// ---- verdicts and the report ----------------------------------------------------------------------------------
+
+/// What a failing trial measured, from its verdict: the logits' max difference (L4), the tokens kept (L5), the
+/// features' max difference (encoders). None for a trial that failed without measuring (an error).
+fn measured(f: &Finished) -> Option<String> {
+    let o = &f.outcome;
+    match f.name.rsplit('/').next()? {
+        "L4" => o.max_abs_diff.map(|d| format!("max |logit diff| {d:.3e}")),
+        "L5" => {
+            let kept = o.message.lines().find_map(|l| l.trim().strip_prefix("tokens:")).and_then(|t| t.split_whitespace().next());
+            let step = o.first_divergence.map(|d| format!(", first divergence at step {d}"));
+            kept.map(|k| format!("{k} tokens kept{}", step.unwrap_or_default()))
+        }
+        _ => o.max_abs_diff.map(|d| format!("max |feature diff| {d:.3e}")),
+    }
+}
+
+/// The most local failing check names the catch: an encoder's features, then the prefill logits, then generation.
+fn rank(name: &str) -> (u8, &str) {
+    let r = match name.rsplit('/').next() {
+        Some("vision_encoder" | "audio_encoder") => 0,
+        Some("L4") => 1,
+        _ => 2,
+    };
+    (r, name)
+}
+
+struct MutantRun {
+    mutant: &'static Mutant,
+    patched: Result<Patched, String>,
+    rows: Vec<Finished>,
+}
+
+impl MutantRun {
+    fn failed(&self) -> impl Iterator<Item = &Finished> {
+        self.rows.iter().filter(|r| r.outcome.is_fail())
+    }
+
+    /// The failing trial with a measurement that names the catch.
+    fn caught_by(&self) -> Option<&Finished> {
+        self.failed().filter(|r| measured(r).is_some()).min_by(|a, b| rank(&a.name).cmp(&rank(&b.name)))
+    }
+
+    fn problem(&self) -> Option<String> {
+        let m = self.mutant.name;
+        match &self.patched {
+            Err(e) => Some(format!("{m}: could not be made: {e}")),
+            Ok(_) if self.rows.is_empty() => Some(format!("{m}: no trial ran it")),
+            Ok(_) if self.caught_by().is_some() => None,
+            Ok(_) if self.failed().next().is_some() => Some(format!("{m}: only broke the run, no verdict measured it")),
+            Ok(_) => Some(format!("{m}: SURVIVED: every trial passed")),
+        }
+    }
+
+    fn json(&self) -> Value {
+        let m = self.mutant;
+        let patched = self.patched.as_ref().ok();
+        json!({
+            "name": m.name,
+            "bug": m.bug,
+            "case": m.case,
+            "variant": format!("{}/{}", m.ep, m.dtype),
+            "file": patched.map(|p| &p.file),
+            "patch": patched.map(|p| &p.what),
+            "bytes_changed": patched.map(|p| p.bytes_changed),
+            "error": self.patched.as_ref().err(),
+            "trials": self.rows.iter().map(trial_json).collect::<Vec<_>>(),
+            "failed": self.failed().map(|r| r.name.clone()).collect::<Vec<_>>(),
+            "caught_by": self.caught_by().map(|r| r.name.clone()),
+            "measured": self.caught_by().and_then(measured),
+            "problem": self.problem(),
+        })
+    }
+}
+
+fn trial_json(r: &Finished) -> Value {
+    json!({
+        "name": r.name,
+        "verdict": r.outcome.status.name(),
+        "measured": measured(r),
+        "max_abs_diff": r.outcome.max_abs_diff,
+        "first_divergence": r.outcome.first_divergence,
+        "seconds": r.seconds,
+        "message": r.outcome.message,
+    })
+}
+
+fn short(case: &str, name: &str) -> String {
+    name.strip_prefix(case).and_then(|n| n.strip_prefix('/')).unwrap_or(name).to_string()
+}
+
+fn table(runs: &[MutantRun]) -> String {
+    let mut s = String::from("| mutant | bug | patched | trials failed | caught by | measured diff |\n|---|---|---|---|---|---|\n");
+    for c in runs {
+        let m = c.mutant;
+        let patched = match &c.patched {
+            Ok(p) => format!("`{}`: {}; {} bytes changed", p.file, p.what, p.bytes_changed),
+            Err(e) => format!("not made: {e}"),
+        };
+        let failed: Vec<String> =
+            c.failed().map(|r| format!("`{}` ({})", short(m.case, &r.name), measured(r).unwrap_or_else(|| "error".into()))).collect();
+        let failed = format!("{}/{}: {}", failed.len(), c.rows.len(), if failed.is_empty() { "none".into() } else { failed.join(", ") });
+        let (by, diff) =
+            c.caught_by().map_or(("**none**".to_string(), "-".to_string()), |r| (format!("`{}`", r.name), measured(r).unwrap_or_default()));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {by} | {diff} |",
+            m.name,
+            m.bug,
+            patched.replace('|', "\\|"),
+            failed.replace('|', "\\|"),
+            diff = diff.replace('|', "\\|")
+        );
+    }
+    s
+}
+
+// ---- the task -------------------------------------------------------------------------------------------------
+
+/// A scratch folder, removed when dropped unless it was asked for.
+struct Scratch {
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+pub fn mutants(args: &[String]) -> Result<(), String> {
+    let (mut json_out, mut only, mut keep) = (None::<PathBuf>, Vec::new(), None::<PathBuf>);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => json_out = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
+            "--only" => only.push(it.next().ok_or("--only needs a mutant name")?.clone()),
+            "--keep" => keep = Some(PathBuf::from(it.next().ok_or("--keep needs a directory")?)),
+            other => return Err(format!("mutants: unknown option `{other}`")),
+        }
+    }
+    if let Some(bad) = only.iter().find(|o| !MUTANTS.iter().any(|m| m.name == o.as_str())) {
+        let names: Vec<&str> = MUTANTS.iter().map(|m| m.name).collect();
+        return Err(format!("mutants: no mutant `{bad}`; there are {names:?}"));
+    }
+    if std::env::var_os("INSTA_OUTPUT").is_none() {
+        // Each L5 stream a mutant changes makes insta print its diff; here that is the expected outcome, not news.
+        // SAFETY: the task has started no thread yet.
+        unsafe { std::env::set_var("INSTA_OUTPUT", "none") };
+    }
+    let device = Device::from_env().map_err(|e| e.to_string())?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let repo = Suite::open(&workspace_root());
+    // A case that does not load is an error only if a mutant derives from it.
+    let mut cases: BTreeMap<String, Result<Arc<Case>, String>> = BTreeMap::new();
+    for c in repo.load_cases() {
+        match c {
+            Ok(c) => cases.insert(c.name.clone(), Ok(c)),
+            Err(b) => cases.insert(b.name.clone(), Err(format!("{}: {}", b.file, b.error))),
+        };
+    }
+    let case = |name: &str| -> Result<&Case, String> {
+        match cases.get(name) {
+            Some(c) => c.as_ref().map(Arc::as_ref).map_err(Clone::clone),
+            None => Err(format!("mutants: no case `{name}` under {}", repo.cases_dir.display())),
+        }
+    };
+    let selected: Vec<&'static Mutant> = MUTANTS.iter().filter(|m| only.is_empty() || only.iter().any(|o| o == m.name)).collect();
+    let scratch = Scratch {
+        dir: keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("mobius-mutants-{}", std::process::id()))),
+        keep: keep.is_some(),
+    };
+    let started = Instant::now();
+    let run = |root: &Path, pick: &dyn Fn(&TrialSpec) -> bool| {
+        let suite = Suite::open(root);
+        let plan: Vec<TrialSpec> = suite.plan().into_iter().filter(|t| pick(t)).collect();
+        trial::run_parallel(&suite, &plan, device, threads, |_| {})
+    };
+
+    // The unpatched variants of every case a mutant derives from, laid out the same way: the control.
+    let targets: BTreeSet<&str> = selected.iter().map(|m| m.case).collect();
+    let clean_cases = targets.iter().map(|t| case(t)).collect::<Result<Vec<_>, _>>()?;
+    let clean_root = scratch.dir.join("clean");
+    let _ = std::fs::remove_dir_all(&clean_root);
+    lay_out(&repo, &clean_root, &clean_cases, |_, _| true)?;
+    let t0 = Instant::now();
+    let clean = run(&clean_root, &|_| true);
+    let clean_seconds = t0.elapsed().as_secs_f64();
+
+    let mut runs = Vec::new();
+    for m in selected {
+        let t0 = Instant::now();
+        let root = scratch.dir.join(m.name);
+        let _ = std::fs::remove_dir_all(&root);
+        let patched = make(&repo, &root, case(m.case)?, m);
+        let rows = match &patched {
+            Ok(_) => run(&root, &|t: &TrialSpec| match &t.kind {
+                TrialKind::Conformance { case, modality, variant, .. } => {
+                    case.name == m.case && variant.ep == m.ep && variant.dtype == m.dtype && m.part.runs_in(*modality)
+                }
+                TrialKind::Broken(b) => b.name == m.case,
+                TrialKind::Accuracy { case, variant, .. } => case.name == m.case && variant.ep == m.ep && variant.dtype == m.dtype,
+            }),
+            Err(_) => Vec::new(),
+        };
+        let c = MutantRun { mutant: m, patched, rows };
+        let took = format!("[{} trials, {:.1}s]", c.rows.len(), t0.elapsed().as_secs_f64());
+        match (c.caught_by(), c.problem()) {
+            (Some(by), _) => println!("CAUGHT     {:<24} by {} ({}) {took}", m.name, by.name, measured(by).unwrap_or_default()),
+            (None, problem) => println!("NOT CAUGHT {:<24} {} {took}", m.name, problem.unwrap_or_default()),
+        }
+        runs.push(c);
+    }
+    let wall = started.elapsed().as_secs_f64();
+
+    println!("\n{}", table(&runs));
+    let count = |s: Status| clean.iter().filter(|r| r.outcome.status == s).count();
+    let clean_failed: Vec<&Finished> = clean.iter().filter(|r| r.outcome.is_fail()).collect();
+    println!(
+        "clean ({}): {} trials in {clean_seconds:.1}s: {} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed",
+        targets.iter().copied().collect::<Vec<_>>().join(", "),
+        clean.len(),
+        count(Status::Pass),
+        count(Status::Ambiguous),
+        count(Status::Accepted),
+        count(Status::ExpectedFailure),
+        count(Status::Skip),
+        clean_failed.len()
+    );
+    for r in &clean_failed {
+        eprintln!("\n{}", r.outcome.message);
+    }
+    let mut problems: Vec<String> = runs.iter().filter_map(MutantRun::problem).collect();
+    problems.extend(clean_failed.iter().map(|r| format!("clean trial {} failed", r.name)));
+    if clean.is_empty() {
+        problems.push("no clean trial ran".into());
+    }
+    println!(
+        "{} mutants in {wall:.1}s; scratch roots in {}{}",
+        runs.len(),
+        scratch.dir.display(),
+        if scratch.keep { "" } else { " (removed)" }
+    );
+
+    if let Some(path) = json_out {
+        let mutants: Vec<Value> = runs.iter().map(MutantRun::json).collect();
+        let report = json!({
+            "device": device.to_string(),
+            "wall_seconds": wall,
+            "mutants": mutants,
+            "clean": {
+                "cases": targets,
+                "total": clean.len(),
+                "failed": clean_failed.len(),
+                "trials": clean.iter().map(trial_json).collect::<Vec<_>>(),
+            },
+            "problems": problems,
+            "ok": problems.is_empty(),
+        });
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n";
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(name: &str, status: Status, message: &str, max_abs_diff: Option<f64>) -> Finished {
+        let outcome = trial::Outcome { status, message: message.into(), max_abs_diff, first_divergence: Some(3), snapshot: None };
+        Finished { name: name.into(), outcome, seconds: 0.0 }
+    }
+
+    #[test]
+    fn measures_each_level_from_its_verdict() {
+        let l4 = finished("c/text/default/f32/L4", Status::Fail, "", Some(0.0123));
+        assert_eq!(measured(&l4).as_deref(), Some("max |logit diff| 1.230e-2"));
+        let l5 = finished("c/text/default/f32/L5", Status::Fail, "c: L5 FAIL\n  tokens:   3/16 match (0.188)\n", None);
+        assert_eq!(measured(&l5).as_deref(), Some("3/16 tokens kept, first divergence at step 3"));
+        let enc = finished("c/audio/default/f32/audio_encoder", Status::Fail, "", Some(2.0));
+        assert_eq!(measured(&enc).as_deref(), Some("max |feature diff| 2.000e0"));
+        assert_eq!(measured(&finished("c/text/default/f32/L4", Status::Fail, "error", None)), None);
+    }
+
+    #[test]
+    fn the_most_local_failing_check_names_the_catch() {
+        let c = MutantRun {
+            mutant: &MUTANTS[0],
+            patched: Ok(Patched { file: "f".into(), what: "w".into(), bytes_changed: 1 }),
+            rows: vec![
+                finished("qwen3-tiny/audio/default/f32/L4", Status::Fail, "", Some(1.0)),
+                finished("qwen3-tiny/audio/default/f32/L5", Status::Fail, "  tokens:   1/16 match", None),
+                finished("qwen3-tiny/audio/default/f32/audio_encoder", Status::Fail, "", Some(1.0)),
+                finished("qwen3-tiny/text/default/f32/L4", Status::Pass, "", Some(0.0)),
+            ],
+        };
+        assert_eq!(c.caught_by().map(|r| r.name.as_str()), Some("qwen3-tiny/audio/default/f32/audio_encoder"));
+        assert_eq!(c.problem(), None);
+        let t = table(std::slice::from_ref(&c));
+        assert!(t.contains("| 3/4: `audio/default/f32/L4` (max \\|logit diff\\| 1.000e0)"), "{t}");
+
+        let survived = MutantRun { rows: vec![finished("qwen3-tiny/text/default/f32/L4", Status::Ambiguous, "", Some(1.0))], ..c };
+        assert!(survived.problem().unwrap().contains("SURVIVED"), "AMBIGUOUS is a pass");
+        let errored = MutantRun { rows: vec![finished("qwen3-tiny/text/default/f32/L4", Status::Fail, "boom", None)], ..survived };
+        assert!(errored.problem().unwrap().contains("no verdict measured it"));
+    }
+
+    #[test]
+    fn every_mutant_is_a_same_length_patch_of_the_committed_fixtures() {
+        let repo = Suite::open(&workspace_root());
+        let cases: BTreeMap<String, Arc<Case>> = repo.load_cases().into_iter().flatten().map(|c| (c.name.clone(), c)).collect();
+        for m in MUTANTS {
+            let root = std::env::temp_dir().join(format!("mobius-mutants-unit-{}-{}", m.name, std::process::id()));
+            let p = make(&repo, &root, &cases[m.case], m).unwrap_or_else(|e| panic!("{}: {e}", m.name));
+            assert!(p.bytes_changed > 0, "{}", m.name);
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+}
