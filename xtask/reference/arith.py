@@ -292,15 +292,7 @@ def train(hf_dir, tok_dir):
     save.generation_config.eos_token_id = EOS_ID
     save.generation_config.bos_token_id = BOS_ID
     save.generation_config.pad_token_id = PAD_ID
-    os.makedirs(hf_dir, exist_ok=True)
-    save.save_pretrained(hf_dir, safe_serialization=True)
-    for f in TOKENIZER_FILES:
-        shutil.copyfile(os.path.join(tok_dir, f), os.path.join(hf_dir, f))
-    keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES}
-    extra = sorted(set(os.listdir(hf_dir)) - keep)
-    if extra:
-        raise SystemExit(f"unexpected files from save_pretrained: {extra}")
-    FX.normalize_modes(hf_dir)
+    FX.save_hf(save, "arith-tiny", hf_dir, tok_dir)
     return {"train_s": round(train_s, 1), "final_loss": round(out.loss.item(), 4)}
 
 

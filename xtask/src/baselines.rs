@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use mobius_conformance::case::Case;
 use mobius_conformance::gate::{self, Baseline, BaselineItem, Scored};
-use mobius_conformance::golden::{self, Hex, Provenance};
+use mobius_conformance::golden::{self, Hex};
 use mobius_conformance::scoring;
 use mobius_conformance::task::{self, Item, ItemKind, Metric, OutputType, Task};
 use mobius_conformance::tokenizer::TextTokenizer;
@@ -135,7 +135,6 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
         (None, None)
     };
     let boundary_merges = job.items.iter().filter(|it| matches!(it.kind, ItemKind::MultipleChoice { boundary_merge: true, .. })).count();
-    let m = |k: &str| meta.get(k).cloned().unwrap_or_default();
     let name = task_name(&job.task.file);
     let baseline = Baseline {
         task: name.clone(),
@@ -150,14 +149,7 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
         boundary_merges,
         requests_hash: gate::requests_hash(&job.items),
         items,
-        provenance: Provenance {
-            reference: relative(root, &job.case.reference_dir(root).unwrap_or_default()),
-            transformers: m("transformers"),
-            torch: m("torch"),
-            dtype: "float32".into(),
-            device: "cpu".into(),
-            weights: None,
-        },
+        provenance: crate::regen::provenance(root, &job.case, &meta),
     };
     let line = format!(
         "accuracy   {name} on {} (reference): {} {:.2}% +- {:.2} over {} items{}; {boundary_merges} boundary merge(s)",

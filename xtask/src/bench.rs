@@ -102,15 +102,16 @@ pub fn prompt_ids() -> Result<Vec<i64>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Tokens per second of the suite's own greedy loop (`generate::greedy`, the one L5 trials run): `tokens` new
-/// tokens after `prompt`, no EOS stop; the session is made and warmed first, as the suite shares it across trials.
+/// Tokens per second of the suite's own greedy loop (`generate::greedy`, the one L5 trials run), every repeat:
+/// `tokens` new tokens after `prompt`, no EOS stop; the session is made and warmed first, as the suite shares it
+/// across trials.
 pub fn suite_decode(
     package: &Path,
     prompt: &[i64],
     tokens: usize,
     repeats: usize,
     provider: Provider,
-) -> Result<(Stats, Vec<i64>), String> {
+) -> Result<(Vec<f64>, Vec<i64>), String> {
     let model = package_model(package).map_err(|e| e.to_string())?;
     let decoder = runtime::decoder(&model, provider).map_err(|e| e.to_string())?;
     let run = || generate::greedy(&decoder, &Front::Ids, prompt, tokens, &[], None).map_err(|e| e.to_string());
@@ -130,7 +131,7 @@ pub fn suite_decode(
             100.0 * (runtime::run_seconds() - r0) / wall
         );
     }
-    Ok((Stats::of(rates), ids))
+    Ok((rates, ids))
 }
 
 /// bench.py's synthetic prompt of `len` tokens: [bos] + [4 + (7 i) mod (vocab - 4)].
@@ -261,7 +262,9 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     for m in MODELS {
         for f in FLAVOURS {
             let pkg = package(m, f);
-            let (suite, ids) = suite_decode(&pkg, &prompt, o.tokens, o.repeats, Provider::Cpu)?;
+            // The suite is measured before and after the Python tools, so slow drifts of this machine's speed fall
+            // on both sides of the ratio.
+            let (before, ids) = suite_decode(&pkg, &prompt, o.tokens, o.repeats, Provider::Cpu)?;
             let py = if o.skip_python {
                 Value::Null
             } else {
@@ -270,6 +273,8 @@ pub fn bench(args: &[String]) -> Result<(), String> {
                 a.extend(["--repeats".into(), reps.clone(), "--engine".into(), "both".into(), "--threads".into(), "1".into()]);
                 python(&a)?
             };
+            let (after, _) = suite_decode(&pkg, &prompt, o.tokens, o.repeats, Provider::Cpu)?;
+            let suite = Stats::of([before, after].concat());
             let genai = Stats::from_json(&py["genai"]["tokens_per_s"]);
             let ort = Stats::from_json(&py["ort"]["tokens_per_s"]);
             // The Python loops mask EOS as genai's min_length does; the suite's loop does not, so ids are compared

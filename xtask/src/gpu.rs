@@ -9,7 +9,7 @@ use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::runtime::{Device, Provider};
 use mobius_conformance::trial::{self, Status, Suite};
 
-use crate::bench::{package, peak_rss_mb, prompt_ids, suite_decode, suite_prefill, synthetic};
+use crate::bench::{Stats, package, peak_rss_mb, prompt_ids, suite_decode, suite_prefill, synthetic};
 
 pub fn gpu_check(args: &[String]) -> Result<(), String> {
     let device = match args {
@@ -39,13 +39,16 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
         let cuda = suite_decode(&pkg, &prompt, 128, 5, Provider::Cuda { id });
         let cpu = suite_decode(&pkg, &prompt, 128, 5, Provider::Cpu);
         match (cuda, cpu) {
-            (Ok((g, gids)), Ok((c, cids))) => lines.push(format!(
-                "decode {m} default f32: CUDA {:.0} tok/s, CPU {:.0} tok/s ({:.2}x); same 128 tokens: {}",
-                g.median,
-                c.median,
-                g.median / c.median,
-                gids == cids
-            )),
+            (Ok((g, gids)), Ok((c, cids))) => {
+                let (g, c) = (Stats::of(g), Stats::of(c));
+                lines.push(format!(
+                    "decode {m} default f32: CUDA {:.0} tok/s, CPU {:.0} tok/s ({:.2}x); same 128 tokens: {}",
+                    g.median,
+                    c.median,
+                    g.median / c.median,
+                    gids == cids
+                ))
+            }
             (Err(e), _) | (_, Err(e)) => lines.push(format!("decode {m}: ERROR {e}")),
         }
         let ids = synthetic(256, 512, 2);

@@ -392,12 +392,8 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
         step_logits,
         generated_text: m("generated_text"),
         provenance: Provenance {
-            reference: relative(root, &job.case.reference_dir(root).unwrap_or_default()),
-            transformers: m("transformers"),
-            torch: m("torch"),
-            dtype: "float32".into(),
-            device: "cpu".into(),
             weights: meta.get("dequantized_from").map(|m| format!("int4 weights of {} dequantized", relative(root, Path::new(m)))),
+            ..provenance(root, &job.case, &meta)
         },
     };
     if job.dtype.golden_suffix().is_some() && run.provenance.weights.is_none() {
@@ -486,4 +482,18 @@ fn loosest_near_tie(suite: &Suite, job: &Job) -> Option<(f64, Dtype)> {
                 .map(|l| (policy.resolve(l, d, job.case.spec.tolerance.as_ref(), job.case.spec.min_token_match_ratio).near_tie_margin, d))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// Where a reference run came from: the case's weights, run in float32 on the CPU by the versions the raw outputs
+/// name (`meta`).
+pub fn provenance(root: &Path, case: &Case, meta: &HashMap<String, String>) -> Provenance {
+    let m = |k: &str| meta.get(k).cloned().unwrap_or_default();
+    Provenance {
+        reference: relative(root, &case.reference_dir(root).unwrap_or_default()),
+        transformers: m("transformers"),
+        torch: m("torch"),
+        dtype: "float32".into(),
+        device: "cpu".into(),
+        weights: None,
+    }
 }
