@@ -338,6 +338,10 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     let mut lmeval = serde_json::Map::new();
     let mut best_lmeval: Option<f64> = None;
     if !o.skip_python {
+        // lm-eval runs the Hugging Face weights, which are derived from the committed package: make them if absent.
+        if !workspace_root().join("fixtures/arith-tiny/hf/model.safetensors").is_file() {
+            crate::regen::fixtures(&["--hf-only", "--only", "arith-tiny"].map(String::from))?;
+        }
         for batch in [1, 8] {
             let v = python(
                 &[
