@@ -116,9 +116,7 @@ pub fn judge_item(item: &Item, scored: &Scored, metric: Metric) -> (bool, String
 /// The scores a metric ranks choices by: log-likelihoods, or those divided by the choice's length in characters.
 pub fn metric_scores(item: &Item, logliks: &[f64], metric: Metric) -> Vec<f64> {
     match (&item.kind, metric) {
-        (ItemKind::MultipleChoice { choices, .. }, Metric::AccNorm) => {
-            logliks.iter().zip(choices).map(|(l, c)| l / c.chars().count().max(1) as f64).collect()
-        }
+        (ItemKind::MultipleChoice { choices, .. }, Metric::AccNorm) => scoring::normalized(logliks, choices),
         _ => logliks.to_vec(),
     }
 }

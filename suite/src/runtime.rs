@@ -484,27 +484,8 @@ impl Decoder {
         }
         let err = ort_err(format!("{model}: binding inputs"));
         let b = &mut g.binding;
-        match (input, self.io.token_input) {
-            (StepInput::Ids(ids), TokenInput::Ids) => {
-                b.bind_input("input_ids", &Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?).map_err(&err)?;
-            }
-            (StepInput::Embeds { embeds, per_layer, .. }, TokenInput::Embeds { per_layer: wants }) => {
-                b.bind_input("inputs_embeds", &embeds).map_err(&err)?;
-                match (per_layer, wants) {
-                    (Some(p), true) => b.bind_input("per_layer_inputs", &p).map_err(&err)?,
-                    (None, false) => {}
-                    (_, wants) => bail!("{model}: the decoder {} `per_layer_inputs`", if wants { "needs" } else { "takes no" }),
-                }
-            }
-            (_, want) => bail!("{model}: the decoder takes {want:?}, but was fed the other kind of token input"),
-        }
-        if self.io.has_attention_mask {
-            let mask = Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?;
-            b.bind_input("attention_mask", &mask).map_err(&err)?;
-        }
-        if self.io.has_position_ids {
-            let pos: Vec<i64> = (g.len as i64..total).collect();
-            b.bind_input("position_ids", &Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?).map_err(&err)?;
+        for (name, value) in self.feeds(input, g.len)? {
+            b.bind_input(name, &value).map_err(&err)?;
         }
         if !self.share_buffer {
             for (layer, (k, v)) in self.io.cache.iter().zip(&g.values) {
@@ -520,13 +501,7 @@ impl Decoder {
         let (logits, vocab) =
             read_last_rows(&outputs["logits"], self.io.logits_type, t, 1).map_err(|e| e.context(format!("{model}: output `logits`")))?;
         if !self.share_buffer {
-            let mut values = Vec::with_capacity(self.io.cache.len());
-            for layer in &self.io.cache {
-                match (outputs.remove(&layer.present_key), outputs.remove(&layer.present_value)) {
-                    (Some(k), Some(v)) => values.push((k, v)),
-                    _ => bail!("{model}: output `{}`/`{}` missing after run", layer.present_key, layer.present_value),
-                }
-            }
+            let values = self.take_present(&mut outputs)?;
             drop(outputs);
             g.values = values;
         }
@@ -565,29 +540,7 @@ impl Decoder {
         let total = past.len as i64 + t;
         let mut inputs: Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'_>)> =
             Vec::with_capacity(4 + 2 * past.values.len());
-        let err = ort_err(format!("{model}: building inputs"));
-        match (input, self.io.token_input) {
-            (StepInput::Ids(ids), TokenInput::Ids) => {
-                inputs.push(("input_ids".into(), Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?.into()));
-            }
-            (StepInput::Embeds { embeds, per_layer, .. }, TokenInput::Embeds { per_layer: wants }) => {
-                inputs.push(("inputs_embeds".into(), embeds.into()));
-                match (per_layer, wants) {
-                    (Some(p), true) => inputs.push(("per_layer_inputs".into(), p.into())),
-                    (None, false) => {}
-                    (_, wants) => bail!("{model}: the decoder {} `per_layer_inputs`", if wants { "needs" } else { "takes no" }),
-                }
-            }
-            (_, want) => bail!("{model}: the decoder takes {want:?}, but was fed the other kind of token input"),
-        }
-        if self.io.has_attention_mask {
-            inputs
-                .push(("attention_mask".into(), Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into()));
-        }
-        if self.io.has_position_ids {
-            let pos: Vec<i64> = (past.len as i64..total).collect();
-            inputs.push(("position_ids".into(), Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?.into()));
-        }
+        inputs.extend(self.feeds(input, past.len)?.into_iter().map(|(name, value)| (name.into(), value.into())));
         for (layer, (k, v)) in self.io.cache.iter().zip(&past.values) {
             inputs.push((layer.past_key.clone().into(), k.into()));
             inputs.push((layer.past_value.clone().into(), v.into()));
@@ -596,16 +549,52 @@ impl Decoder {
         let mut outputs = timed(|| session.run(inputs)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
         let (logits, vocab) =
             read_last_rows(&outputs["logits"], self.io.logits_type, t, rows).map_err(|e| e.context(format!("{model}: output `logits`")))?;
-        let mut values = Vec::with_capacity(self.io.cache.len());
-        for layer in &self.io.cache {
-            let k = outputs.remove(&layer.present_key);
-            let v = outputs.remove(&layer.present_value);
-            match (k, v) {
-                (Some(k), Some(v)) => values.push((k, v)),
-                _ => bail!("{model}: output `{}`/`{}` missing after run", layer.present_key, layer.present_value),
-            }
-        }
+        let values = self.take_present(&mut outputs)?;
         Ok((StepOutput { logits, vocab }, Cache { values, len: total as usize }))
+    }
+
+    /// The inputs of one step besides the cache: its tokens (ids, or embeddings and per-layer inputs), and the
+    /// attention mask and positions the graph takes, after `past_len` cached positions.
+    fn feeds(&self, input: StepInput, past_len: usize) -> Result<Vec<(&'static str, DynValue)>> {
+        let model = self.model.display();
+        let err = ort_err(format!("{model}: building inputs"));
+        let (t, past) = (input.len() as i64, past_len as i64);
+        let mut feeds = Vec::with_capacity(4);
+        match (input, self.io.token_input) {
+            (StepInput::Ids(ids), TokenInput::Ids) => {
+                feeds.push(("input_ids", Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?.into_dyn()));
+            }
+            (StepInput::Embeds { embeds, per_layer, .. }, TokenInput::Embeds { per_layer: wants }) => {
+                feeds.push(("inputs_embeds", embeds));
+                match (per_layer, wants) {
+                    (Some(p), true) => feeds.push(("per_layer_inputs", p)),
+                    (None, false) => {}
+                    (_, wants) => bail!("{model}: the decoder {} `per_layer_inputs`", if wants { "needs" } else { "takes no" }),
+                }
+            }
+            (_, want) => bail!("{model}: the decoder takes {want:?}, but was fed the other kind of token input"),
+        }
+        if self.io.has_attention_mask {
+            let total = past + t;
+            feeds.push(("attention_mask", Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into_dyn()));
+        }
+        if self.io.has_position_ids {
+            let pos: Vec<i64> = (past..past + t).collect();
+            feeds.push(("position_ids", Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?.into_dyn()));
+        }
+        Ok(feeds)
+    }
+
+    /// The `present.*` outputs of a run, layer by layer: the next step's cache.
+    fn take_present(&self, outputs: &mut ort::session::SessionOutputs<'_>) -> Result<Vec<(DynValue, DynValue)>> {
+        self.io
+            .cache
+            .iter()
+            .map(|layer| match (outputs.remove(&layer.present_key), outputs.remove(&layer.present_value)) {
+                (Some(k), Some(v)) => Ok((k, v)),
+                _ => bail!("{}: output `{}`/`{}` missing after run", self.model.display(), layer.present_key, layer.present_value),
+            })
+            .collect()
     }
 }
 

@@ -40,8 +40,12 @@ pub struct Picks {
 }
 
 pub fn pick(logliks: &[f64], choices: &[String]) -> Picks {
-    let norm: Vec<f64> = logliks.iter().zip(choices).map(|(l, c)| l / c.chars().count().max(1) as f64).collect();
-    Picks { acc: first_argmax(logliks), acc_norm: first_argmax(&norm) }
+    Picks { acc: first_argmax(logliks), acc_norm: first_argmax(&normalized(logliks, choices)) }
+}
+
+/// `acc_norm`'s scores: each log-likelihood divided by its choice's length in characters.
+pub fn normalized(logliks: &[f64], choices: &[String]) -> Vec<f64> {
+    logliks.iter().zip(choices).map(|(l, c)| l / c.chars().count().max(1) as f64).collect()
 }
 
 /// How sure an answer was: the chosen score minus the best other one (0 for a tie).

@@ -264,6 +264,20 @@ pub struct Finished {
     pub seconds: f64,
 }
 
+/// "3 passed, 0 ambiguous, 0 accepted, 1 xfail, 2 skipped, 0 failed": how a set of finished trials ended.
+pub fn tally(rows: &[Finished]) -> String {
+    let count = |s: Status| rows.iter().filter(|r| r.outcome.status == s).count();
+    format!(
+        "{} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed",
+        count(Status::Pass),
+        count(Status::Ambiguous),
+        count(Status::Accepted),
+        count(Status::ExpectedFailure),
+        count(Status::Skip),
+        count(Status::Fail)
+    )
+}
+
 /// Runs `plan` on `threads` workers (sessions are shared between them), calling `on_done` as each trial ends.
 /// Returns every result, sorted by trial name.
 pub fn run_parallel(

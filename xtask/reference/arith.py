@@ -420,27 +420,6 @@ def check_derivable(fix_dir):
 # ONNX
 
 
-def mobius_build(stage, dtype, out_rel):
-    """fixtures.mobius_build plus --dtype (relative paths inside `stage`, so none leak into model.onnx)."""
-    import subprocess
-
-    cmd = [sys.executable, "-m", "mobius", "build", "--config", "hf", out_rel, "--runtime", "ort-genai",
-           "--ep", "default", "--dtype", dtype]
-    t0 = time.time()
-    r = subprocess.run(cmd, cwd=stage, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
-        raise SystemExit(f"mobius build failed ({r.returncode}): {' '.join(cmd)}")
-    out_dir = os.path.join(stage, out_rel)
-    # The files of every fixture's packages (FX.PACKAGE_KEEP): no copy of the tokenizer files (they are hf/'s).
-    for f in sorted(os.listdir(out_dir)):
-        if not f.startswith(FX.PACKAGE_KEEP):
-            p = os.path.join(out_dir, f)
-            shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
-    FX.normalize_modes(out_dir)
-    log(f"  built {out_rel} (--dtype {dtype}) in {time.time() - t0:.1f}s")
-
-
 def quantize_int4(src_dir, dst_dir):
     """fixtures.quantize_int4 (the int4 recipe of every fixture: INT4, files FX.PACKAGE_KEEP); returns the
     graph's op counts for RECIPE.json."""
@@ -455,7 +434,7 @@ def build_onnx(fix_dir):
     os.makedirs(stage)
     shutil.copytree(os.path.join(fix_dir, "hf"), os.path.join(stage, "hf"))
     for flavour, dtype in ONNX_DTYPES.items():
-        mobius_build(stage, dtype, f"onnx/{flavour}")
+        FX.mobius_build(stage, "hf", f"onnx/{flavour}", "default", dtype=dtype)
     ops = quantize_int4(os.path.join(stage, "onnx", "default-f32"), os.path.join(stage, "onnx", "default-int4"))
     final = os.path.join(fix_dir, "onnx")
     shutil.rmtree(final, ignore_errors=True)

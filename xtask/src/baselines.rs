@@ -62,6 +62,10 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
 }
 
 impl BaselineJob {
+    pub fn case(&self) -> &Case {
+        &self.case
+    }
+
     pub fn out_path(&self) -> &Path {
         &self.out
     }

@@ -11,8 +11,9 @@ use std::time::Instant;
 use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::gate;
 use mobius_conformance::generate::{self, Front};
+use mobius_conformance::package::GenaiConfig;
 use mobius_conformance::runtime::{self, Device, Provider, StepInput};
-use mobius_conformance::task::Task;
+use mobius_conformance::task;
 use mobius_conformance::tokenizer::TextTokenizer;
 use mobius_conformance::trial::{self, Suite, package_model};
 use serde_json::{Value, json};
@@ -156,21 +157,20 @@ pub fn suite_prefill(package: &Path, ids: &[i64], repeats: usize, provider: Prov
 fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> {
     let root = workspace_root();
     let tok = TextTokenizer::load(&root.join("fixtures/arith-tiny/hf")).map_err(|e| e.to_string())?;
-    let model = package_model(&root.join("fixtures/arith-tiny/onnx/default-f32")).map_err(|e| e.to_string())?;
+    let package = root.join("fixtures/arith-tiny/onnx/default-f32");
+    let model = package_model(&package).map_err(|e| e.to_string())?;
     let decoder = runtime::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
-    let loaded: Vec<(Task, Vec<_>)> = tasks
+    let eos = GenaiConfig::load(&package).map_err(|e| e.to_string())?.eos_token_ids;
+    let loaded: Vec<_> = tasks
         .iter()
-        .map(|t| {
-            let task = Task::load(&root, &format!("cases/tasks/{t}.yaml")).map_err(|e| e.to_string())?;
-            let items = task.items(&tok).map_err(|e| e.to_string())?;
-            Ok((task, items))
-        })
+        .map(|t| task::load_items(&root, &format!("cases/tasks/{t}.yaml"), &tok).map_err(|e| e.to_string()))
         .collect::<Result<_, String>>()?;
-    let n: usize = loaded.iter().map(|(_, i)| i.len()).sum();
+    let n: usize = loaded.iter().map(|l| l.1.len()).sum();
     let run = || -> Result<f64, String> {
         let t0 = Instant::now();
-        for (task, items) in &loaded {
-            gate::score(&decoder, task, items, &tok, &[1]).map_err(|e| e.to_string())?;
+        for loaded in &loaded {
+            let (task, items) = (&loaded.0, &loaded.1);
+            gate::score(&decoder, task, items, &tok, &eos).map_err(|e| e.to_string())?;
         }
         Ok(n as f64 / t0.elapsed().as_secs_f64())
     };

@@ -42,18 +42,7 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     for r in &failed {
         eprintln!("\n{}", r.outcome.message);
     }
-    let count = |s: Status| rows.iter().filter(|r| r.outcome.status == s).count();
-    println!(
-        "\n{} trials in {wall:.1}s: {} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed; reports in {}",
-        rows.len(),
-        count(Status::Pass),
-        count(Status::Ambiguous),
-        count(Status::Accepted),
-        count(Status::ExpectedFailure),
-        count(Status::Skip),
-        failed.len(),
-        out.display()
-    );
+    println!("\n{} trials in {wall:.1}s: {}; reports in {}", rows.len(), trial::tally(&rows), out.display());
     if failed.is_empty() { Ok(()) } else { Err(format!("{} trial(s) failed", failed.len())) }
 }
 

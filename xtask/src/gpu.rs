@@ -28,7 +28,6 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
         }
     });
     let trials_s = started.elapsed().as_secs_f64();
-    let count = |s: Status| rows.iter().filter(|r| r.outcome.status == s).count();
     let failed: Vec<&str> = rows.iter().filter(|r| r.outcome.is_fail()).map(|r| r.name.as_str()).collect();
 
     // The CUDA part of the benchmark: the same loops on both providers, so the ratio says what CUDA buys here.
@@ -60,15 +59,7 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
         }
     }
     println!("gpu-check on {device}: {} trials in {trials_s:.1}s", rows.len());
-    println!(
-        "  {} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed",
-        count(Status::Pass),
-        count(Status::Ambiguous),
-        count(Status::Accepted),
-        count(Status::ExpectedFailure),
-        count(Status::Skip),
-        failed.len()
-    );
+    println!("  {}", trial::tally(&rows));
     for f in &failed {
         println!("  FAILED {f}");
     }

@@ -14,7 +14,7 @@ use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::case::{Case, Dtype, Ep, Location, Modality, Variant};
 use mobius_conformance::package::GenaiConfig;
 use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Finished, Status, Suite, TrialKind, TrialSpec};
+use mobius_conformance::trial::{self, Finished, Suite, TrialKind, TrialSpec};
 use serde_json::{Value, json};
 
 use mobius_conformance::onnx_bytes::{Attr, INT64, Model};
@@ -687,18 +687,12 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
     let wall = started.elapsed().as_secs_f64();
 
     println!("\n{}", table(&runs));
-    let count = |s: Status| clean.iter().filter(|r| r.outcome.status == s).count();
     let clean_failed: Vec<&Finished> = clean.iter().filter(|r| r.outcome.is_fail()).collect();
     println!(
-        "clean ({}): {} trials in {clean_seconds:.1}s: {} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed",
+        "clean ({}): {} trials in {clean_seconds:.1}s: {}",
         targets.iter().copied().collect::<Vec<_>>().join(", "),
         clean.len(),
-        count(Status::Pass),
-        count(Status::Ambiguous),
-        count(Status::Accepted),
-        count(Status::ExpectedFailure),
-        count(Status::Skip),
-        clean_failed.len()
+        trial::tally(&clean)
     );
     for r in &clean_failed {
         eprintln!("\n{}", r.outcome.message);
@@ -739,6 +733,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mobius_conformance::trial::Status;
 
     fn finished(name: &str, status: Status, message: &str, max_abs_diff: Option<f64>) -> Finished {
         let outcome = trial::Outcome { status, message: message.into(), max_abs_diff, first_divergence: Some(3), snapshot: None };

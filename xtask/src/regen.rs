@@ -244,6 +244,15 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             }
         }
     }
+    // The fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) them before any
+    // reference run reads them.
+    let cases = jobs.iter().map(|(_, j)| &j.case).chain(baseline_jobs.iter().map(|(_, b)| b.case()));
+    let derived_missing = cases
+        .into_iter()
+        .any(|c| c.reference_dir(&root).is_some_and(|d| d.join("config.json").is_file() && !d.join("model.safetensors").is_file()));
+    if derived_missing && opts.from_raw.is_none() {
+        fixtures(&["--hf-only".to_string()])?;
+    }
     if !baseline_jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": baseline_jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
         let spec_path = work.join("loglik.json");
@@ -264,13 +273,6 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
             let _ = std::fs::create_dir_all(keep);
             let _ = std::fs::copy(job.raw_path(), keep.join(job.raw_path().file_name().unwrap()));
         }
-    }
-    // The seeded fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) them first.
-    let derived_missing = jobs.iter().any(|(_, j)| {
-        j.case.reference_dir(&root).is_some_and(|d| d.join("config.json").is_file() && !d.join("model.safetensors").is_file())
-    });
-    if derived_missing && opts.from_raw.is_none() {
-        fixtures(&["--hf-only".to_string()])?;
     }
     if !jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
