@@ -219,3 +219,23 @@ fn the_gate_passes_the_trained_fixture_and_fails_a_broken_copy() {
     assert!(o.max_abs_diff.unwrap() > 1.0, "more than a point: {}", o.message);
     eprintln!("{}", o.message);
 }
+
+#[test]
+fn a_baseline_from_other_requests_is_stale_and_a_missing_one_says_how_to_make_it() {
+    let s = arith_root("gate-stale", None);
+    // One document's question edited: the requests no longer hash to the baseline's.
+    let data = s.0.join("fixtures/tasks/arith/test.jsonl");
+    let text = std::fs::read_to_string(&data).unwrap();
+    std::fs::write(&data, text.replacen("\"question\": \"", "\"question\": \"1", 1)).unwrap();
+    let o = run(&s.0, "arith/arith-tiny/default/f32/accuracy");
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("baseline is stale") && o.message.contains("goldens/baselines/arith/arith-tiny.json"), "{}", o.message);
+    assert!(o.message.contains("cargo xtask regen-goldens --case arith-tiny"), "{}", o.message);
+
+    std::fs::remove_file(s.0.join("goldens/baselines/arith-control/arith-tiny.json")).unwrap();
+    let o = run(&s.0, "arith-control/arith-tiny/default/f32/accuracy");
+    let want = if std::env::var_os("CI").is_some() { Status::Fail } else { Status::Skip };
+    assert_eq!(o.status, want, "{}", o.message);
+    assert!(o.message.contains("no golden at goldens/baselines/arith-control/arith-tiny.json"), "{}", o.message);
+    assert!(o.message.contains("cargo xtask regen-goldens --case arith-tiny"), "{}", o.message);
+}

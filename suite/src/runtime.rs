@@ -620,3 +620,22 @@ fn read_last_rows(v: &DynValue, ty: Float, t: i64, rows: usize) -> Result<(Vec<f
         Float::Bf16 => last::<half::bf16>(v, t, rows, half::bf16::to_f32),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_cannot_run_names_the_node_or_the_bf16_type_error_and_nothing_else() {
+        let missing = Error::new(
+            "m.onnx: loading the model: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for MatMul(13) node with name 'q_proj/MatMul'\nmore",
+        );
+        assert_eq!(cpu_cannot_run(&missing, false), Some("Could not find an implementation for MatMul(13) node with name 'q_proj/MatMul'"));
+        let typed = Error::new(
+            "m.onnx: loading the model: [ONNXRuntimeError] : 1 : FAIL : Type Error: Type parameter (T) of Optype (Add) bound to different types (tensor(bfloat16) and tensor(float) in node ().",
+        );
+        assert!(cpu_cannot_run(&typed, true).is_some_and(|w| w.starts_with("Type Error:") && w.contains("tensor(bfloat16)")));
+        assert_eq!(cpu_cannot_run(&typed, false), None, "a type error is only the CPU EP's limit for a bf16 build");
+        assert_eq!(cpu_cannot_run(&Error::new("m.onnx: loading the model: protobuf parsing failed"), true), None);
+    }
+}
