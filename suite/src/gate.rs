@@ -149,12 +149,12 @@ fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextToken
         }
         ItemKind::Generate { context_ids, .. } => {
             let kw = task.spec.generation_kwargs.as_ref().ok_or_else(|| Error::new("generate_until needs generation_kwargs"))?;
-            let mut cache = decoder.new_cache()?;
-            let mut logits = decoder.step(StepInput::Ids(context_ids.clone()), &mut cache)?.logits;
+            let mut run = decoder.start(context_ids.len() + kw.max_gen_toks)?;
+            let mut logits = decoder.advance(&mut run, StepInput::Ids(context_ids.clone()))?;
             let mut generated = Vec::new();
             for step in 0..kw.max_gen_toks {
-                check_finite(&logits, step)?;
-                let next = argmax(&logits) as i64;
+                check_finite(logits, step)?;
+                let next = argmax(logits) as i64;
                 if eos.contains(&next) {
                     break;
                 }
@@ -163,7 +163,7 @@ fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextToken
                 if kw.until.iter().any(|s| !s.is_empty() && text.contains(s.as_str())) {
                     break;
                 }
-                logits = decoder.step(StepInput::Ids(vec![next]), &mut cache)?.logits;
+                logits = decoder.advance_token(&mut run, next)?;
             }
             let text = task::cut_at_stop(&tokenizer.decode(&generated), &kw.until);
             Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), &text)))

@@ -126,22 +126,30 @@ pub fn greedy(
 ) -> Result<Generated> {
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
     let mut run = decoder.start(prompt.len() + limit)?;
-    let mut logits = decoder.advance(&mut run, front.input(prompt, true)?)?.logits;
     let model = decoder.model.display();
-    check_finite(&logits, 0).map_err(|e| e.context(&model))?;
-    let prefill_logits = logits.clone();
-    let mut tokens = Vec::with_capacity(limit);
+    let prefill_logits = decoder.advance(&mut run, front.input(prompt, true)?)?.to_vec();
+    check_finite(&prefill_logits, 0).map_err(|e| e.context(&model))?;
+    let mut tokens: Vec<i64> = Vec::with_capacity(limit);
     let mut steps = Vec::with_capacity(limit);
     for i in 0..limit {
-        let chosen = argmax(&logits) as i64;
-        steps.push(Step { chosen, top: TopK::of(&logits, 10) });
+        let logits = match tokens.last() {
+            None => &prefill_logits[..],
+            Some(&fed) => {
+                let logits = match front {
+                    Front::Ids => decoder.advance_token(&mut run, fed)?,
+                    Front::Embedding(_) => decoder.advance(&mut run, front.input(&[fed], false)?)?,
+                };
+                check_finite(logits, i).map_err(|e| e.context(&model))?;
+                logits
+            }
+        };
+        let chosen = argmax(logits) as i64;
+        steps.push(Step { chosen, top: TopK::of(logits, 10) });
         let next = forced.map_or(chosen, |f| f[i]);
         tokens.push(next);
-        if i + 1 == limit || (forced.is_none() && eos.contains(&next)) {
+        if forced.is_none() && eos.contains(&next) {
             break;
         }
-        logits = decoder.advance(&mut run, front.input(&[next], false)?)?.logits;
-        check_finite(&logits, i + 1).map_err(|e| e.context(&model))?;
     }
     Ok(Generated { tokens, steps, prefill_logits })
 }

@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod report;
 pub mod runtime;
 pub mod scoring;
+pub mod sessions;
 pub mod snapshot;
 pub mod task;
 pub mod tokenizer;

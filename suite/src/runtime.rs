@@ -14,6 +14,7 @@ use ort::value::{DynValue, Tensor, TensorElementType};
 
 use crate::bootstrap::{self, Flavor};
 use crate::error::{Error, Result, bail};
+use crate::sessions::{self, SessionCache, Shared};
 
 /// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,14 +66,25 @@ impl fmt::Display for Provider {
     }
 }
 
-/// A session made once, on first use; later users wait for it and share it (or its error).
-type SessionCell<T> = Arc<OnceLock<std::result::Result<Arc<T>, Error>>>;
-type Sessions<T> = Mutex<HashMap<(PathBuf, Provider), SessionCell<T>>>;
+/// A loaded session of either kind (a model file is one or the other).
+#[derive(Clone)]
+enum Loaded {
+    Decoder(Arc<Decoder>),
+    Encoder(Arc<Encoder>),
+}
+
+impl Shared for Loaded {
+    fn in_use(&self) -> bool {
+        match self {
+            Loaded::Decoder(d) => d.in_use(),
+            Loaded::Encoder(e) => e.in_use(),
+        }
+    }
+}
 
 struct Runtime {
     env: Environment,
-    decoders: Sessions<Decoder>,
-    encoders: Sessions<Encoder>,
+    sessions: Mutex<SessionCache<(PathBuf, Provider), Loaded>>,
 }
 
 static RUNTIME: OnceLock<std::result::Result<Runtime, Error>> = OnceLock::new();
@@ -86,7 +98,7 @@ fn runtime(flavor: Flavor) -> Result<&'static Runtime> {
                 .with_name("mobius-conformance")
                 .build()
                 .map_err(|e| Error::new(format!("creating the ONNX Runtime environment ({}): {e}", lib.display())))?;
-            Ok(Runtime { env, decoders: Mutex::new(HashMap::new()), encoders: Mutex::new(HashMap::new()) })
+            Ok(Runtime { env, sessions: Mutex::new(SessionCache::new(sessions::cap_from_env())) })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -146,16 +158,26 @@ fn flavor(provider: Provider) -> Flavor {
     }
 }
 
-/// The shared value for `key`, made by `make` the first time anyone asks.
-fn cached<T>(cache: &Sessions<T>, model: &Path, provider: Provider, make: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
-    let cell = cache.lock().unwrap_or_else(|p| p.into_inner()).entry((model.to_path_buf(), provider)).or_default().clone();
-    cell.get_or_init(|| make().map(Arc::new)).clone()
+/// The shared session of `model` on `provider`, made by `make` the first time anyone asks (or again after the
+/// cache dropped it to stay under its cap).
+fn cached(rt: &Runtime, model: &Path, provider: Provider, make: impl FnOnce() -> Result<Loaded>) -> Result<Loaded> {
+    let (cell, dropped) = rt.sessions.lock().unwrap_or_else(|p| p.into_inner()).cell(&(model.to_path_buf(), provider));
+    drop(dropped);
+    cell.get_or_init(make).clone()
+}
+
+/// How this process's session cache has been used so far, and its cap (`MOBIUS_MAX_SESSIONS`); `None` before
+/// ONNX Runtime is loaded.
+pub fn session_counts() -> Option<(sessions::Counts, usize)> {
+    let rt = RUNTIME.get()?.as_ref().ok()?;
+    let cache = rt.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    Some((cache.counts(), cache.cap()))
 }
 
 /// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
 pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
     let rt = runtime(flavor(provider))?;
-    cached(&rt.decoders, model, provider, || {
+    let loaded = cached(rt, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
         let io = DecoderIo::discover(&session).map_err(|e| e.context(model.display()))?;
         // The package says whether its cache can be shared in place; only a GroupQueryAttention graph (no
@@ -163,14 +185,18 @@ pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
         let share_buffer = !io.has_position_ids
             && io.has_attention_mask
             && model.parent().and_then(|p| crate::package::GenaiConfig::load(p).ok()).is_some_and(|c| c.share_buffer);
-        Ok(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })
-    })
+        Ok(Loaded::Decoder(Arc::new(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })))
+    })?;
+    match loaded {
+        Loaded::Decoder(d) => Ok(d),
+        Loaded::Encoder(_) => bail!("{}: already loaded as an encoder, not a decoder", model.display()),
+    }
 }
 
 /// Any other session of a package (embedding, vision or audio encoder), shared like decoders.
 pub fn encoder(model: &Path, provider: Provider) -> Result<Arc<Encoder>> {
     let rt = runtime(flavor(provider))?;
-    cached(&rt.encoders, model, provider, || {
+    let loaded = cached(rt, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
         let ports = |outlets: &[ort::value::Outlet]| -> Vec<Port> {
             outlets
@@ -183,8 +209,12 @@ pub fn encoder(model: &Path, provider: Provider) -> Result<Arc<Encoder>> {
                 .collect()
         };
         let (inputs, outputs) = (ports(session.inputs()), ports(session.outputs()));
-        Ok(Encoder { session: Mutex::new(session), inputs, outputs, model: model.to_path_buf(), provider })
-    })
+        Ok(Loaded::Encoder(Arc::new(Encoder { session: Mutex::new(session), inputs, outputs, model: model.to_path_buf(), provider })))
+    })?;
+    match loaded {
+        Loaded::Encoder(e) => Ok(e),
+        Loaded::Decoder(_) => bail!("{}: already loaded as a decoder, not an encoder", model.display()),
+    }
 }
 
 /// A session input or output as the model declares it (-1 for a dynamic dimension).
@@ -281,6 +311,8 @@ pub struct DecoderIo {
     pub cache: Vec<CacheLayer>,
     pub cache_type: Float,
     pub logits_type: Float,
+    /// The logits' last dimension, when the graph declares it.
+    pub vocab: Option<i64>,
 }
 
 impl DecoderIo {
@@ -300,6 +332,7 @@ impl DecoderIo {
             bail!("the decoder has neither `input_ids` nor `inputs_embeds` (inputs: {})", listing());
         };
         let Some(logits) = outputs.get("logits") else { bail!("the decoder has no `logits` output") };
+        let vocab = logits.tensor_shape().and_then(|s| s.last().copied()).filter(|&v| v > 0);
         let logits_type = logits
             .tensor_type()
             .and_then(Float::of)
@@ -345,6 +378,7 @@ impl DecoderIo {
             cache,
             cache_type: cache_type.unwrap_or(Float::F32),
             logits_type,
+            vocab,
         })
     }
 }
@@ -362,17 +396,33 @@ pub struct Decoder {
 /// A greedy run's state: one IoBinding for the whole run, the KV cache kept where the session computes (device
 /// memory on CUDA), and only the logits copied to the host. With a share-buffer graph the cache is one buffer per
 /// layer of the run's full length, bound once as both `past_*` and `present_*`; otherwise each step's `present_*`
-/// values are bound as the next step's `past_*`, without leaving the device.
+/// values are bound as the next step's `past_*`, without leaving the device. One-token steps
+/// ([`Decoder::advance_token`]) write their token and position into tensors bound once and read the logits from
+/// one preallocated host tensor: a decode step allocates no buffer but its `attention_mask`.
 pub struct Generation {
     binding: IoBinding,
     /// Growing cache: the previous step's present values (empty before the first step).
     values: Vec<(DynValue, DynValue)>,
     /// Share-buffer cache: the buffers, kept alive while bound.
     _shared: Vec<(DynValue, DynValue)>,
+    /// The one-token step's bound tensors, made on the first one-token step.
+    one: Option<OneToken>,
+    /// Whether `one` is what the binding holds now (a multi-token step rebinds its own inputs and logits).
+    one_bound: bool,
+    /// The last position's logits as f32, rewritten by every step.
+    logits: Vec<f32>,
     capacity: usize,
     pub len: usize,
     kv_memory: MemoryInfo<'static>,
     host_memory: MemoryInfo<'static>,
+}
+
+/// `input_ids` and `position_ids` [1, 1], rewritten in place, and the logits [1, 1, vocab] on the host.
+struct OneToken {
+    ids: Tensor<i64>,
+    position: Option<Tensor<i64>>,
+    /// `None` when the graph does not declare its vocabulary size (the logits are then bound to the host device).
+    logits: Option<DynValue>,
 }
 
 /// The KV cache between steps: the previous step's `present.*` outputs, fed back as `past_key_values.*`.
@@ -435,7 +485,8 @@ fn memory(provider: Provider) -> std::result::Result<(MemoryInfo<'static>, Memor
     Ok((kv, host))
 }
 
-fn new_cache_tensor(allocator: &Allocator, t: Float, shape: [i64; 4]) -> std::result::Result<DynValue, ort::Error> {
+fn new_float_tensor(allocator: &Allocator, t: Float, shape: &[i64]) -> std::result::Result<DynValue, ort::Error> {
+    let shape = shape.to_vec();
     Ok(match t {
         Float::F32 => Tensor::<f32>::new(allocator, shape)?.into_dyn(),
         Float::F16 => Tensor::<half::f16>::new(allocator, shape)?.into_dyn(),
@@ -460,8 +511,8 @@ impl Decoder {
             let allocator = allocator.as_ref().unwrap_or_else(|| session.allocator());
             for l in &self.io.cache {
                 let shape = [1, l.kv_heads, capacity as i64, l.head_dim];
-                let mut k = new_cache_tensor(allocator, self.io.cache_type, shape).map_err(&err)?;
-                let mut v = new_cache_tensor(allocator, self.io.cache_type, shape).map_err(&err)?;
+                let mut k = new_float_tensor(allocator, self.io.cache_type, &shape).map_err(&err)?;
+                let mut v = new_float_tensor(allocator, self.io.cache_type, &shape).map_err(&err)?;
                 binding.bind_input(l.past_key.as_str(), &k).map_err(&err)?;
                 binding.bind_input(l.past_value.as_str(), &v).map_err(&err)?;
                 binding.bind_output(l.present_key.as_str(), &mut k).map_err(&err)?;
@@ -471,42 +522,120 @@ impl Decoder {
         }
         drop(session);
         let values = if self.share_buffer { Vec::new() } else { self.new_cache()?.values };
-        Ok(Generation { binding, values, _shared: shared, capacity, len: 0, kv_memory, host_memory })
+        Ok(Generation {
+            binding,
+            values,
+            _shared: shared,
+            one: None,
+            one_bound: false,
+            logits: Vec::new(),
+            capacity,
+            len: 0,
+            kv_memory,
+            host_memory,
+        })
     }
 
     /// Runs `input` after the generation's cache, returns the last position's logits and advances it.
-    pub fn advance(&self, g: &mut Generation, input: StepInput) -> Result<StepOutput> {
+    pub fn advance<'g>(&self, g: &'g mut Generation, input: StepInput) -> Result<&'g [f32]> {
         let model = self.model.display();
-        let t = input.len() as i64;
-        let total = g.len as i64 + t;
-        if self.share_buffer && total as usize > g.capacity {
-            bail!("{model}: generation reached {total} positions, past the {} it was started with", g.capacity);
-        }
+        let t = input.len();
+        self.check_capacity(g, t)?;
         let err = ort_err(format!("{model}: binding inputs"));
-        let b = &mut g.binding;
         for (name, value) in self.feeds(input, g.len)? {
-            b.bind_input(name, &value).map_err(&err)?;
+            g.binding.bind_input(name, &value).map_err(&err)?;
         }
+        g.binding.bind_output_to_device("logits", &g.host_memory).map_err(&err)?;
+        g.one_bound = false;
+        let ty = self.io.logits_type;
+        g.logits = self.run_step(g, t, |out| read_last_rows(&out["logits"], ty, t as i64, 1).map(|(l, _)| l))?;
+        Ok(&g.logits)
+    }
+
+    /// Runs one token after the generation's cache (a token-id decoder), returns its logits and advances it:
+    /// the decode loop's step, which writes into tensors bound once and allocates no buffer but the attention mask.
+    pub fn advance_token<'g>(&self, g: &'g mut Generation, token: i64) -> Result<&'g [f32]> {
+        let model = self.model.display();
+        if self.io.token_input != TokenInput::Ids {
+            bail!("{model}: the decoder takes {:?}; one-token steps feed `input_ids`", self.io.token_input);
+        }
+        self.check_capacity(g, 1)?;
+        let err = ort_err(format!("{model}: binding the one-token step"));
+        if g.one.is_none() {
+            let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            let allocator = session.allocator();
+            let ids = Tensor::<i64>::new(allocator, [1i64, 1]).map_err(&err)?;
+            let position = if self.io.has_position_ids { Some(Tensor::<i64>::new(allocator, [1i64, 1]).map_err(&err)?) } else { None };
+            let logits = match self.io.vocab {
+                Some(vocab) => Some(new_float_tensor(allocator, self.io.logits_type, &[1, 1, vocab]).map_err(&err)?),
+                None => None,
+            };
+            g.one = Some(OneToken { ids, position, logits });
+        }
+        let one = g.one.as_mut().expect("made above");
+        one.ids.extract_tensor_mut().1[0] = token;
+        if let Some(p) = &mut one.position {
+            p.extract_tensor_mut().1[0] = g.len as i64;
+        }
+        if !g.one_bound {
+            g.binding.bind_input("input_ids", &one.ids).map_err(&err)?;
+            if let Some(p) = &one.position {
+                g.binding.bind_input("position_ids", p).map_err(&err)?;
+            }
+            match &mut one.logits {
+                Some(l) => g.binding.bind_output("logits", l).map_err(&err)?,
+                None => g.binding.bind_output_to_device("logits", &g.host_memory).map_err(&err)?,
+            }
+            g.one_bound = true;
+        }
+        if self.io.has_attention_mask {
+            let total = g.len + 1;
+            let mask = Tensor::<i64>::from_array(([1, total], vec![1i64; total])).map_err(&err)?;
+            g.binding.bind_input("attention_mask", &mask).map_err(&err)?;
+        }
+        let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
+        logits.clear();
+        // The bound tensors stay out of `g` while it runs (they are bound, not borrowed, by the binding).
+        let one = g.one.take();
+        let bound = one.as_ref().and_then(|o| o.logits.as_ref());
+        let ran = self.run_step(g, 1, |out| append_f32(bound.unwrap_or(&out["logits"]), ty, &mut logits));
+        g.one = one;
+        ran?;
+        g.logits = logits;
+        Ok(&g.logits)
+    }
+
+    fn check_capacity(&self, g: &Generation, t: usize) -> Result<()> {
+        if self.share_buffer && g.len + t > g.capacity {
+            bail!("{}: generation reached {} positions, past the {} it was started with", self.model.display(), g.len + t, g.capacity);
+        }
+        Ok(())
+    }
+
+    /// Binds a growing cache's past and present, then runs the binding.
+    /// Binds a growing cache's past and present, runs the binding, and keeps the present values as the next
+    /// step's past; the caller reads the logits from the returned outputs (or from its own bound tensor).
+    fn run_step<R>(&self, g: &mut Generation, t: usize, read: impl FnOnce(&ort::session::SessionOutputs<'_>) -> Result<R>) -> Result<R> {
+        let model = self.model.display();
         if !self.share_buffer {
+            let err = ort_err(format!("{model}: binding the KV cache"));
             for (layer, (k, v)) in self.io.cache.iter().zip(&g.values) {
-                b.bind_input(layer.past_key.as_str(), k).map_err(&err)?;
-                b.bind_input(layer.past_value.as_str(), v).map_err(&err)?;
-                b.bind_output_to_device(layer.present_key.as_str(), &g.kv_memory).map_err(&err)?;
-                b.bind_output_to_device(layer.present_value.as_str(), &g.kv_memory).map_err(&err)?;
+                g.binding.bind_input(layer.past_key.as_str(), k).map_err(&err)?;
+                g.binding.bind_input(layer.past_value.as_str(), v).map_err(&err)?;
+                g.binding.bind_output_to_device(layer.present_key.as_str(), &g.kv_memory).map_err(&err)?;
+                g.binding.bind_output_to_device(layer.present_value.as_str(), &g.kv_memory).map_err(&err)?;
             }
         }
-        b.bind_output_to_device("logits", &g.host_memory).map_err(&err)?;
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let mut outputs = timed(|| session.run_binding(&g.binding)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
-        let (logits, vocab) =
-            read_last_rows(&outputs["logits"], self.io.logits_type, t, 1).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        let out = read(&outputs).map_err(|e| e.context(format!("{model}: output `logits`")))?;
         if !self.share_buffer {
             let values = self.take_present(&mut outputs)?;
             drop(outputs);
             g.values = values;
         }
-        g.len = total as usize;
-        Ok(StepOutput { logits, vocab })
+        g.len += t;
+        Ok(out)
     }
 
     pub fn new_cache(&self) -> Result<Cache> {
@@ -595,6 +724,23 @@ impl Decoder {
                 _ => bail!("{}: output `{}`/`{}` missing after run", self.model.display(), layer.present_key, layer.present_value),
             })
             .collect()
+    }
+}
+
+/// Appends a one-position logits tensor `[1, 1, vocab]` to `out`, as f32.
+fn append_f32(v: &DynValue, ty: Float, out: &mut Vec<f32>) -> Result<()> {
+    fn append<T: ort::value::PrimitiveTensorElementType + Copy>(v: &DynValue, out: &mut Vec<f32>, f: impl Fn(T) -> f32) -> Result<()> {
+        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
+        if shape.len() != 3 || shape[0] != 1 || shape[1] != 1 || data.is_empty() {
+            bail!("shape {:?}, expected [1, 1, vocab]", shape.to_vec());
+        }
+        out.extend(data.iter().map(|&x| f(x)));
+        Ok(())
+    }
+    match ty {
+        Float::F32 => append::<f32>(v, out, |x| x),
+        Float::F16 => append::<half::f16>(v, out, half::f16::to_f32),
+        Float::Bf16 => append::<half::bf16>(v, out, half::bf16::to_f32),
     }
 }
 

@@ -6,17 +6,19 @@ libraries print, at the C level too, goes to stderr). Times are seconds; every t
 {"median": x, "min": x, "max": x} over --repeats runs, after one untimed warm-up run.
 
 decode: greedy decoding throughput, EOS off (always --tokens new tokens)
-    bench.py decode --package DIR --prompt-ids 2,5,9 [--tokens 128] [--repeats 5] [--engine genai|ort|both]
-                    [--threads 1]
+    bench.py decode --package DIR --prompt-ids 2,5,9 [--tokens 128] [--repeats 5]
+                    [--engines genai,genai-package,ort] [--threads 1]
   genai: onnxruntime_genai `og.Model(og.Config(DIR))` (intra-op threads set to --threads by a config overlay),
          greedy (do_sample False, top_k 1), max_length = min_length = prompt + tokens (min_length masks EOS).
          Timed: append_tokens (prefill) and the generate_next_token loop; Generator set-up is not.
+  genai-package: the same with the package's own session options (no overlay: ONNX Runtime's default intra-op
+         threads, one per physical core), as a user running the package gets.
   ort:   a plain Python onnxruntime loop over the package's decoder: names from genai_config.json (input_ids,
          attention_mask, position_ids when the graph has it, past/present per layer as the graph declares them),
          present fed back as past, numpy argmax of the last logits with the EOS ids (genai_config eos_token_id)
          masked like genai's min_length does. Timed: all model runs (prefill included) and the argmaxes.
   One engine:
-    {"subcommand": "decode", "engine": "genai"|"ort", "package": str, "prompt_len": int, "tokens": int,
+    {"subcommand": "decode", "engine": "genai"|"genai-package"|"ort", "package": str, "prompt_len": int, "tokens": int,
      "repeats": int, "threads": int,
      "seconds": stats,          # prompt + all new tokens, per run
      "prefill_seconds": stats,  # the part of it spent on the prompt (append_tokens / first session run)
@@ -24,9 +26,9 @@ decode: greedy decoding throughput, EOS off (always --tokens new tokens)
      "ids": [int, ...],         # the new tokens (identical in every run, else an error)
      "eos_masked_steps": [int, ...]}   # ort only: steps whose raw argmax was an EOS id (masked away);
                                        # a loop that does not mask EOS diverges from the first of them on
-  --engine both: {"subcommand": "decode", "package": str, "prompt_len": int, "tokens": int,
-                  "genai": <one-engine object>, "ort": <one-engine object>, "same_ids": bool,
-                  "first_difference": int|null}
+  Several engines: {"subcommand": "decode", "package": str, "prompt_len": int, "tokens": int,
+                   "genai": <one-engine object>, "genai_package": <...>, "ort": <...> (those asked for),
+                   "same_ids": bool|null, "first_difference": int|null}   # genai vs ort, when both ran
 
 prefill: Python onnxruntime prefill latency per prompt length
     bench.py prefill --package DIR [--lengths 16,64,256,512] [--repeats 5] [--threads 1]
@@ -37,6 +39,12 @@ prefill: Python onnxruntime prefill latency per prompt length
                  | {"length": int, "error": str}, ...]}
   (a length past the package's RoPE table - mobius sizes it by max_position_embeddings, 256 for most tiny
   fixtures - fails in ORT and is reported as an error entry, the other lengths still run)
+
+decode-serve: the same engines, one run per request, so a caller can interleave its own loop with them
+    bench.py decode-serve --package DIR --prompt-ids 2,5,9 [--tokens 128] [--engines ...] [--threads 1]
+  Prints {"ready": true, "ids": {engine: [int, ...]}, "eos_masked_steps": {"ort": [int, ...]}} once the engines
+  are loaded and warm; then reads engine names from stdin, one per line, and prints {"engine": str, "seconds": x}
+  for one run of each (an empty line or end of input stops it).
 
 lmeval: lm-eval 0.4.13 in process (model hf, dtype float32, device cpu)
     bench.py lmeval --tasks arith[,arith-control] --include-path DIR --pretrained HF_DIR [--batch-size 1]
@@ -184,77 +192,119 @@ class OrtDecoder:
 # decode
 
 
-def decode_ort(args, prompt):
-    dec = OrtDecoder(Path(args.package), args.threads)
-    ids, masked, _ = dec.greedy(prompt, args.tokens)  # warm-up
-    secs, pre = [], []
-    for _ in range(args.repeats):
+class OrtEngine:
+    """The plain Python onnxruntime loop. run() -> (seconds, prefill seconds); the tokens are checked each run."""
+
+    def __init__(self, args, prompt):
+        self.dec, self.prompt, self.tokens = OrtDecoder(Path(args.package), args.threads), prompt, args.tokens
+        self.ids, self.masked, _ = self.dec.greedy(prompt, args.tokens)  # warm-up
+
+    def run(self):
         t0 = time.perf_counter()
-        again, _, tp = dec.greedy(prompt, args.tokens)
-        secs.append(time.perf_counter() - t0)
-        pre.append(tp)
-        if again != ids:
+        ids, _, prefill = self.dec.greedy(self.prompt, self.tokens)
+        seconds = time.perf_counter() - t0
+        if ids != self.ids:
             raise SystemExit("ort: the greedy tokens changed between runs")
-    return {"ids": ids, "seconds": secs, "prefill": pre, "eos_masked_steps": masked}
+        return seconds, prefill
 
 
-def decode_genai(args, prompt):
-    import onnxruntime_genai as og
+class GenaiEngine:
+    """onnxruntime-genai's Generator: --threads intra-op threads, or the package's own session options."""
 
-    config = og.Config(args.package)
-    overlay = {"model": {"decoder": {"session_options": {"intra_op_num_threads": args.threads,
-                                                          "inter_op_num_threads": 1}}}}
-    config.overlay(json.dumps(overlay))
-    model = og.Model(config)
-    length = len(prompt) + args.tokens
-    tokens = np.array([prompt], np.int32)
+    def __init__(self, args, prompt, package_settings=False):
+        import onnxruntime_genai as og
 
-    def run():
-        params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, top_k=1, max_length=length, min_length=length)
-        gen = og.Generator(model, params)
+        self.og = og
+        config = og.Config(args.package)
+        if not package_settings:
+            overlay = {"model": {"decoder": {"session_options": {"intra_op_num_threads": args.threads,
+                                                                  "inter_op_num_threads": 1}}}}
+            config.overlay(json.dumps(overlay))
+        self.model = og.Model(config)
+        self.prompt, self.length = prompt, len(prompt) + args.tokens
+        self.tokens = np.array([prompt], np.int32)
+        self.ids, self.masked = None, None
+        self.ids, _, _ = self._generate()  # warm-up
+        if len(self.ids) != args.tokens:
+            raise SystemExit(f"genai generated {len(self.ids)} tokens, not {args.tokens}")
+
+    def _generate(self):
+        og = self.og
+        params = og.GeneratorParams(self.model)
+        params.set_search_options(do_sample=False, top_k=1, max_length=self.length, min_length=self.length)
+        gen = og.Generator(self.model, params)
         t0 = time.perf_counter()
-        gen.append_tokens(tokens)
+        gen.append_tokens(self.tokens)
         t1 = time.perf_counter()
         while not gen.is_done():
             gen.generate_next_token()
         t2 = time.perf_counter()
-        return [int(x) for x in gen.get_sequence(0)][len(prompt):], t2 - t0, t1 - t0
-
-    ids, _, _ = run()  # warm-up
-    if len(ids) != args.tokens:
-        raise SystemExit(f"genai generated {len(ids)} tokens, not {args.tokens}")
-    secs, pre = [], []
-    for _ in range(args.repeats):
-        again, s, p = run()
-        secs.append(s)
-        pre.append(p)
-        if again != ids:
+        ids = [int(x) for x in gen.get_sequence(0)][len(self.prompt):]
+        if self.ids is not None and ids != self.ids:
             raise SystemExit("genai: the greedy tokens changed between runs")
-    return {"ids": ids, "seconds": secs, "prefill": pre}
+        return ids, t2 - t0, t1 - t0
+
+    def run(self):
+        _, seconds, prefill = self._generate()
+        return seconds, prefill
 
 
-def decode(args):
+ENGINES = {"genai": GenaiEngine, "genai-package": lambda a, p: GenaiEngine(a, p, package_settings=True),
+           "ort": OrtEngine}
+
+
+def engines_of(args, prompt) -> dict:
+    names = [e for e in args.engines.split(",") if e]
+    unknown = sorted(set(names) - set(ENGINES))
+    if unknown or not names:
+        raise SystemExit(f"--engines: unknown {unknown}; expected a list of {', '.join(ENGINES)}")
+    return {name: ENGINES[name](args, prompt) for name in names}
+
+
+def prompt_of(args) -> list[int]:
     prompt = int_list(args.prompt_ids)
     if not prompt:
         raise SystemExit("--prompt-ids is empty")
-    engines = ["genai", "ort"] if args.engine == "both" else [args.engine]
+    return prompt
+
+
+def decode(args):
+    prompt = prompt_of(args)
     out = {}
-    for engine in engines:
-        r = (decode_genai if engine == "genai" else decode_ort)(args, prompt)
-        obj = {"subcommand": "decode", "engine": engine, "package": args.package, "prompt_len": len(prompt),
+    for name, engine in engines_of(args, prompt).items():
+        runs = [engine.run() for _ in range(args.repeats)]
+        secs, pre = [r[0] for r in runs], [r[1] for r in runs]
+        obj = {"subcommand": "decode", "engine": name, "package": args.package, "prompt_len": len(prompt),
                "tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
-               "seconds": stats(r["seconds"]), "prefill_seconds": stats(r["prefill"]),
-               "tokens_per_s": stats([args.tokens / s for s in r["seconds"]]), "ids": r["ids"]}
-        if "eos_masked_steps" in r:
-            obj["eos_masked_steps"] = r["eos_masked_steps"]
-        out[engine] = obj
-    if len(engines) == 1:
-        return out[engines[0]]
-    a, b = out["genai"]["ids"], out["ort"]["ids"]
-    diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+               "seconds": stats(secs), "prefill_seconds": stats(pre),
+               "tokens_per_s": stats([args.tokens / s for s in secs]), "ids": engine.ids}
+        if engine.masked is not None:
+            obj["eos_masked_steps"] = engine.masked
+        out[name.replace("-", "_")] = obj
+    if len(out) == 1:
+        return next(iter(out.values()))
+    same, diff = None, None
+    if "genai" in out and "ort" in out:
+        a, b = out["genai"]["ids"], out["ort"]["ids"]
+        same, diff = a == b, next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     return {"subcommand": "decode", "package": args.package, "prompt_len": len(prompt), "tokens": args.tokens,
-            "genai": out["genai"], "ort": out["ort"], "same_ids": a == b, "first_difference": diff}
+            **out, "same_ids": same, "first_difference": diff}
+
+
+def decode_serve(args) -> None:
+    """Loads and warms the engines, prints {"ready": ..., "ids": {engine: ids}, "eos_masked_steps": ...}, then
+    for each engine name read from stdin runs it once and prints {"engine": name, "seconds": s}; an empty line or
+    end of input ends it. The caller times its own loop between these runs, so both sides see the same machine."""
+    engines = engines_of(args, prompt_of(args))
+    emit({"ready": True, "ids": {n: e.ids for n, e in engines.items()},
+          "eos_masked_steps": {n: e.masked for n, e in engines.items() if e.masked is not None}})
+    for line in sys.stdin:
+        name = line.strip()
+        if not name:
+            break
+        if name not in engines:
+            raise SystemExit(f"decode-serve: no engine `{name}` (loaded: {', '.join(engines)})")
+        emit({"engine": name, "seconds": engines[name].run()[0]})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -350,8 +400,13 @@ def main():
     d.add_argument("--prompt-ids", required=True)
     d.add_argument("--tokens", type=int, default=128)
     d.add_argument("--repeats", type=int, default=5)
-    d.add_argument("--engine", choices=["genai", "ort", "both"], default="both")
+    d.add_argument("--engines", default="genai,ort")
     d.add_argument("--threads", type=int, default=1)
+    ds = sub.add_parser("decode-serve")
+    for flag, kw in [("--package", dict(required=True)), ("--prompt-ids", dict(required=True)),
+                     ("--tokens", dict(type=int, default=128)), ("--engines", dict(default="genai,ort")),
+                     ("--threads", dict(type=int, default=1))]:
+        ds.add_argument(flag, **kw)
     p = sub.add_parser("prefill")
     p.add_argument("--package", required=True)
     p.add_argument("--lengths", default="16,64,256,512")
@@ -370,6 +425,9 @@ def main():
     args = ap.parse_args()
     if getattr(args, "repeats", 1) < 1:
         raise SystemExit("--repeats must be at least 1")
+    if args.cmd == "decode-serve":
+        decode_serve(args)
+        return
     emit({"decode": decode, "prefill": prefill, "lmeval": lmeval}[args.cmd](args))
 
 

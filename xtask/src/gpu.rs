@@ -38,14 +38,15 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
         let cuda = suite_decode(&pkg, &prompt, 128, 5, Provider::Cuda { id });
         let cpu = suite_decode(&pkg, &prompt, 128, 5, Provider::Cpu);
         match (cuda, cpu) {
-            (Ok((g, gids)), Ok((c, cids))) => {
-                let (g, c) = (Stats::of(g), Stats::of(c));
+            (Ok(g), Ok(c)) => {
+                let same = g.ids == c.ids;
+                let (g, c) = (Stats::of(g.rates), Stats::of(c.rates));
                 lines.push(format!(
                     "decode {m} default f32: CUDA {:.0} tok/s, CPU {:.0} tok/s ({:.2}x); same 128 tokens: {}",
                     g.median,
                     c.median,
                     g.median / c.median,
-                    gids == cids
+                    same
                 ))
             }
             (Err(e), _) | (_, Err(e)) => lines.push(format!("decode {m}: ERROR {e}")),
