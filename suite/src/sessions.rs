@@ -27,9 +27,9 @@ impl<T> Shared for Arc<T> {
 /// A value made once, on first use; later users wait for it and share it (or its error).
 pub type Cell<V> = Arc<OnceLock<Result<V, Error>>>;
 
-/// The cap from `MOBIUS_MAX_SESSIONS`, else 16.
+/// The cap from `MOBIUS_MAX_SESSIONS`, else 64: room for every package of a large case set, bounded all the same.
 pub fn cap_from_env() -> usize {
-    std::env::var("MOBIUS_MAX_SESSIONS").ok().and_then(|v| v.trim().parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(16)
+    std::env::var("MOBIUS_MAX_SESSIONS").ok().and_then(|v| v.trim().parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(64)
 }
 
 /// How the cache has been used: sessions made, dropped to stay under the cap, and the most alive at once.

@@ -393,11 +393,19 @@ pub fn read_jsonl(root: &Path, file: &str) -> Result<Vec<Doc>> {
 /// lm-eval's `regex` filter for generate_until: the first match (group 1 if the pattern has groups), else
 /// `[invalid]`; without a pattern the generation itself, stripped.
 pub fn extract_answer(regex: Option<&str>, generated: &str) -> String {
-    let Some(r) = regex.and_then(|r| regex::Regex::new(r).ok()) else { return generated.trim().to_string() };
+    let Some(r) = regex.and_then(compiled) else { return generated.trim().to_string() };
     match r.captures(generated) {
         Some(c) => c.get(1).or_else(|| c.get(0)).map_or_else(String::new, |m| m.as_str().to_string()),
         None => "[invalid]".into(),
     }
+}
+
+/// `pattern` compiled once per process (every item of a task extracts its answer with the same one); `None` when
+/// it does not compile (task loading has already said so, naming the file).
+fn compiled(pattern: &str) -> Option<regex::Regex> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<BTreeMap<String, Option<regex::Regex>>>> = std::sync::OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    cache.entry(pattern.to_string()).or_insert_with(|| regex::Regex::new(pattern).ok()).clone()
 }
 
 /// Cuts a generation at the first stop string (lm-eval's `until`).
