@@ -42,11 +42,13 @@ Tasks:
       trial caught it with the measured difference. Exits non-zero if a mutant survives or an unpatched variant
       of the same cases fails. --keep lays the scratch roots out in DIR and keeps them.
 
-  bench [--json FILE] [--repeats N] [--tokens N] [--skip-python]
+  bench [--json FILE] [--repeats N] [--pairs N] [--tokens N] [--skip-python] [--only SECTION,...]
       Measure the suite against the tools people use, in one run on the same packages: decode tokens/s of the
-      suite's greedy loop vs onnxruntime-genai 0.18 and a plain Python onnxruntime loop; prefill latency vs
-      Python onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX
-      Runtime's own run time; wall time at 1x, 2x and 4x the cases; peak memory. Medians with min and max.
+      suite's greedy loop vs onnxruntime-genai 0.18 and a plain Python onnxruntime loop, in N interleaved pairs
+      (default 15), with the ceiling any loop over the same session could reach; prefill latency vs Python
+      onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX Runtime's own
+      run time; wall time at 1x, 2x and 4x the cases; peak memory and the session cache's use. Medians with
+      min and max. Sections: decode, prefill, gate, overhead, scaling.
 
   gpu-check [--device cuda:<id>]
       On a machine with an NVIDIA GPU: every trial on CUDA (strict, TF32 off) and the CUDA part of the bench,
