@@ -547,8 +547,10 @@ impl Decoder {
         }
         g.binding.bind_output_to_device("logits", &g.host_memory).map_err(&err)?;
         g.one_bound = false;
-        let ty = self.io.logits_type;
-        g.logits = self.run_step(g, t, |out| read_last_rows(&out["logits"], ty, t as i64, 1).map(|(l, _)| l))?;
+        let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
+        let ran = self.run_step(g, t, |out| read_last_rows_into(&out["logits"], ty, t as i64, 1, &mut logits));
+        g.logits = logits;
+        ran?;
         Ok(&g.logits)
     }
 
@@ -594,14 +596,12 @@ impl Decoder {
             g.binding.bind_input("attention_mask", &mask).map_err(&err)?;
         }
         let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
-        logits.clear();
         // The bound tensors stay out of `g` while it runs (they are bound, not borrowed, by the binding).
         let one = g.one.take();
         let bound = one.as_ref().and_then(|o| o.logits.as_ref());
-        let ran = self.run_step(g, 1, |out| append_f32(bound.unwrap_or(&out["logits"]), ty, &mut logits));
-        g.one = one;
+        let ran = self.run_step(g, 1, |out| read_last_rows_into(bound.unwrap_or(&out["logits"]), ty, 1, 1, &mut logits));
+        (g.one, g.logits) = (one, logits);
         ran?;
-        g.logits = logits;
         Ok(&g.logits)
     }
 
@@ -612,7 +612,6 @@ impl Decoder {
         Ok(())
     }
 
-    /// Binds a growing cache's past and present, then runs the binding.
     /// Binds a growing cache's past and present, runs the binding, and keeps the present values as the next
     /// step's past; the caller reads the logits from the returned outputs (or from its own bound tensor).
     fn run_step<R>(&self, g: &mut Generation, t: usize, read: impl FnOnce(&ort::session::SessionOutputs<'_>) -> Result<R>) -> Result<R> {
@@ -727,43 +726,36 @@ impl Decoder {
     }
 }
 
-/// Appends a one-position logits tensor `[1, 1, vocab]` to `out`, as f32.
-fn append_f32(v: &DynValue, ty: Float, out: &mut Vec<f32>) -> Result<()> {
-    fn append<T: ort::value::PrimitiveTensorElementType + Copy>(v: &DynValue, out: &mut Vec<f32>, f: impl Fn(T) -> f32) -> Result<()> {
-        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
-        if shape.len() != 3 || shape[0] != 1 || shape[1] != 1 || data.is_empty() {
-            bail!("shape {:?}, expected [1, 1, vocab]", shape.to_vec());
-        }
-        out.extend(data.iter().map(|&x| f(x)));
-        Ok(())
-    }
-    match ty {
-        Float::F32 => append::<f32>(v, out, |x| x),
-        Float::F16 => append::<half::f16>(v, out, half::f16::to_f32),
-        Float::Bf16 => append::<half::bf16>(v, out, half::bf16::to_f32),
-    }
-}
-
 /// The last `rows` rows of a `[1, t, vocab]` float tensor, as f32, and the vocabulary size: only what the verdict
 /// needs is copied.
 fn read_last_rows(v: &DynValue, ty: Float, t: i64, rows: usize) -> Result<(Vec<f32>, usize)> {
+    let mut out = Vec::new();
+    let vocab = read_last_rows_into(v, ty, t, rows, &mut out)?;
+    Ok((out, vocab))
+}
+
+/// [`read_last_rows`] into `out` (cleared first), so a decode loop reuses one buffer; returns the vocabulary size.
+fn read_last_rows_into(v: &DynValue, ty: Float, t: i64, rows: usize, out: &mut Vec<f32>) -> Result<usize> {
     fn last<T: ort::value::PrimitiveTensorElementType + Copy>(
         v: &DynValue,
         t: i64,
         rows: usize,
+        out: &mut Vec<f32>,
         f: impl Fn(T) -> f32,
-    ) -> Result<(Vec<f32>, usize)> {
+    ) -> Result<usize> {
         let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
         let vocab = shape.last().copied().unwrap_or(0);
         if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
             bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
         }
-        Ok((data[data.len() - rows * vocab as usize..].iter().map(|&x| f(x)).collect(), vocab as usize))
+        out.clear();
+        out.extend(data[data.len() - rows * vocab as usize..].iter().map(|&x| f(x)));
+        Ok(vocab as usize)
     }
     match ty {
-        Float::F32 => last::<f32>(v, t, rows, |x| x),
-        Float::F16 => last::<half::f16>(v, t, rows, half::f16::to_f32),
-        Float::Bf16 => last::<half::bf16>(v, t, rows, half::bf16::to_f32),
+        Float::F32 => last::<f32>(v, t, rows, out, |x| x),
+        Float::F16 => last::<half::f16>(v, t, rows, out, half::f16::to_f32),
+        Float::Bf16 => last::<half::bf16>(v, t, rows, out, half::bf16::to_f32),
     }
 }
 

@@ -87,18 +87,21 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// Runs `bench.py` in the reference venv and parses the one JSON object it prints.
-fn python(args: &[String]) -> Result<Value, String> {
+/// `bench.py` with `args`, run by the reference venv's Python from the repository root, offline, one OpenMP thread.
+fn bench_py<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Result<Command, String> {
     venv::ensure()?;
-    let script = workspace_root().join("xtask").join("reference").join("bench.py");
-    let out = Command::new(venv::python())
-        .arg(&script)
+    let mut c = Command::new(venv::python());
+    c.arg(workspace_root().join("xtask").join("reference").join("bench.py"))
         .args(args)
         .current_dir(workspace_root())
         .env("HF_HUB_OFFLINE", "1")
-        .env("OMP_NUM_THREADS", "1")
-        .output()
-        .map_err(|e| format!("running {}: {e}", script.display()))?;
+        .env("OMP_NUM_THREADS", "1");
+    Ok(c)
+}
+
+/// Runs `bench.py` in the reference venv and parses the one JSON object it prints.
+fn python(args: &[String]) -> Result<Value, String> {
+    let out = bench_py(args)?.output().map_err(|e| format!("running bench.py: {e}"))?;
     if !out.status.success() {
         return Err(format!("bench.py {} failed ({}):\n{}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr)));
     }
@@ -292,19 +295,15 @@ const ENGINES: [&str; 3] = ["genai", "genai-package", "ort"];
 
 impl Served {
     fn start(o: &Options, pkg: &Path, prompt: &str) -> Result<Served, String> {
-        venv::ensure()?;
-        let script = workspace_root().join("xtask").join("reference").join("bench.py");
-        let mut child = Command::new(venv::python())
-            .arg(&script)
-            .args(["decode-serve", "--package", &pkg.to_string_lossy(), "--prompt-ids", prompt, "--tokens", &o.tokens.to_string()])
-            .args(["--engines", &ENGINES.join(","), "--threads", "1"])
-            .current_dir(workspace_root())
-            .env("OMP_NUM_THREADS", "1")
+        let (pkg, tokens, engines) = (pkg.to_string_lossy(), o.tokens.to_string(), ENGINES.join(","));
+        let args =
+            ["decode-serve", "--package", &pkg, "--prompt-ids", prompt, "--tokens", &tokens, "--engines", &engines, "--threads", "1"];
+        let mut child = bench_py(args)?
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
+            .map_err(|e| format!("running bench.py decode-serve: {e}"))?;
         let input = child.stdin.take().expect("piped");
         let output = std::io::BufReader::new(child.stdout.take().expect("piped"));
         let mut s = Served { child, input, output, ready: Value::Null };
