@@ -145,3 +145,15 @@ fn corrupt_golden_fails_its_trial() {
     assert!(l5.message.contains("qwen3-tiny_generation.json") && l5.message.contains("0xq."), "{}", l5.message);
     assert_eq!(all.iter().find(|(n, _)| n.ends_with("/L4")).unwrap().1.status, Status::Pass);
 }
+
+/// One model file asked for as a decoder and then as an encoder (a package naming its decoder as another session)
+/// gets an error naming the file and both roles, whichever came first; the first role keeps working.
+#[test]
+fn a_model_file_is_a_decoder_or_an_encoder_not_both() {
+    use mobius_conformance::runtime::{self, Provider};
+    let model = workspace_root().join("fixtures/llama-tiny/onnx/cpu-f32/model.onnx");
+    runtime::decoder(&model, Provider::Cpu).expect("the decoder loads");
+    let e = runtime::encoder(&model, Provider::Cpu).err().expect("the same file as an encoder is refused").to_string();
+    assert!(e.contains(&model.display().to_string()) && e.contains("already loaded as a decoder, not an encoder"), "{e}");
+    runtime::decoder(&model, Provider::Cpu).expect("still a decoder");
+}
