@@ -2,9 +2,9 @@
 //! default), with the items whose answer flipped and the standard error always reported.
 //!
 //! The reference side (`cargo xtask regen-goldens`) writes `goldens/baselines/<task>/<model>.json`: the Hugging
-//! Face accuracy and every item's per-choice log-likelihoods (hex floats), or its generated answer. Here the same
-//! requests run through ONNX Runtime, efficiently: one forward pass per shared context, continuations run on its
-//! KV cache, only the continuation positions' logits are read, log-softmax is computed here in f32, batch 1 always.
+//! Face accuracy and every item's per-choice log-likelihoods (hex floats), or its generated answer. [`crate::eval`]
+//! runs the same requests through ONNX Runtime; this module only judges: numbers in, verdict out, like
+//! [`crate::verdict`], so every path is tested on crafted log-likelihoods without a session.
 
 use std::path::Path;
 
@@ -12,13 +12,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{At, Error, Result, bail};
-use crate::generate::check_finite;
 use crate::golden::{Hex, Provenance};
-use crate::logits::argmax;
-use crate::runtime::{Decoder, StepInput};
+pub use crate::scoring::Scored;
 use crate::scoring::{self, Picks};
-use crate::task::{self, Item, ItemKind, Metric, Task};
-use crate::tokenizer::TextTokenizer;
+use crate::task::{Item, ItemKind, Metric};
 
 /// `goldens/baselines/<task>/<model>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,13 +90,6 @@ pub fn requests_hash(items: &[Item]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// What one item scored: per-choice log-likelihoods, or the generated answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Scored {
-    Choices(Vec<f64>),
-    Answer(String),
-}
-
 /// Whether `scored` answers `item` correctly under `metric`, and the index or text it chose.
 pub fn judge_item(item: &Item, scored: &Scored, metric: Metric) -> (bool, String) {
     match (&item.kind, scored) {
@@ -118,56 +108,6 @@ pub fn metric_scores(item: &Item, logliks: &[f64], metric: Metric) -> Vec<f64> {
     match (&item.kind, metric) {
         (ItemKind::MultipleChoice { choices, .. }, Metric::AccNorm) => scoring::normalized(logliks, choices),
         _ => logliks.to_vec(),
-    }
-}
-
-/// Scores every item on `decoder` (token-id decoders: the gate runs on text).
-pub fn score(decoder: &Decoder, task: &Task, items: &[Item], tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Vec<Scored>> {
-    items.iter().map(|it| score_item(decoder, task, it, tokenizer, eos).map_err(|e| e.context(format!("document {}", it.doc)))).collect()
-}
-
-fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Scored> {
-    match &item.kind {
-        ItemKind::MultipleChoice { context_ids, continuations, .. } => {
-            // One pass over the shared context; its last row predicts every continuation's first token.
-            let empty = decoder.new_cache()?;
-            let (ctx, cache) = decoder.forward(StepInput::Ids(context_ids.clone()), &empty, 1)?;
-            check_finite(ctx.last(), 0)?;
-            let mut out = Vec::with_capacity(continuations.len());
-            for cont in continuations {
-                let (ll, _) = if cont.len() == 1 {
-                    scoring::continuation_loglik([ctx.last()], cont)
-                } else {
-                    let rows = cont.len() - 1;
-                    let (more, _) = decoder.forward(StepInput::Ids(cont[..rows].to_vec()), &cache, rows)?;
-                    check_finite(&more.logits, 1)?;
-                    scoring::continuation_loglik(std::iter::once(ctx.last()).chain((0..rows).map(|i| more.row(i))), cont)
-                };
-                out.push(ll);
-            }
-            Ok(Scored::Choices(out))
-        }
-        ItemKind::Generate { context_ids, .. } => {
-            let kw = task.spec.generation_kwargs.as_ref().ok_or_else(|| Error::new("generate_until needs generation_kwargs"))?;
-            let mut run = decoder.start(context_ids.len() + kw.max_gen_toks)?;
-            let mut logits = decoder.advance(&mut run, StepInput::Ids(context_ids.clone()))?;
-            let mut generated = Vec::new();
-            for step in 0..kw.max_gen_toks {
-                check_finite(logits, step)?;
-                let next = argmax(logits) as i64;
-                if eos.contains(&next) {
-                    break;
-                }
-                generated.push(next);
-                let text = tokenizer.decode(&generated);
-                if kw.until.iter().any(|s| !s.is_empty() && text.contains(s.as_str())) {
-                    break;
-                }
-                logits = decoder.advance_token(&mut run, next)?;
-            }
-            let text = task::cut_at_stop(&tokenizer.decode(&generated), &kw.until);
-            Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), &text)))
-        }
     }
 }
 

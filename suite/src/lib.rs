@@ -1,11 +1,12 @@
 //! mobius-conformance: golden/parity conformance for ONNX exports of language and multimodal models.
 //!
-//! Data flows one way: [`case`] -> [`inputs`] -> [`runtime`] / [`generate`] -> [`verdict`] -> [`report`];
-//! [`trial`] strings them together for one `<case>/<modality>/<ep>/<dtype>/<level>` trial.
+//! Data flows one way: [`case`] -> [`inputs`] -> [`runtime`] / [`generate`] / [`eval`] -> [`verdict`] / [`gate`] ->
+//! [`report`]; [`trial`] strings them together for one `<case>/<modality>/<ep>/<dtype>/<level>` trial.
 
 pub mod bootstrap;
 pub mod case;
 pub mod error;
+pub mod eval;
 pub mod gate;
 pub mod generate;
 pub mod golden;

@@ -67,3 +67,10 @@ pub fn mean_stderr(correct: &[bool]) -> (f64, f64) {
     let var = correct.iter().map(|&c| (c as u8 as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, (var / n).sqrt())
 }
+
+/// What one item scored: per-choice log-likelihoods, or the generated answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scored {
+    Choices(Vec<f64>),
+    Answer(String),
+}

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::gate;
+use mobius_conformance::eval;
 use mobius_conformance::generate::{self, Front};
 use mobius_conformance::package::GenaiConfig;
 use mobius_conformance::runtime::{self, Device, Provider, StepInput};
@@ -203,7 +203,7 @@ fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> 
         let t0 = Instant::now();
         for loaded in &loaded {
             let (task, items) = (&loaded.0, &loaded.1);
-            gate::score(&decoder, task, items, &tok, &eos).map_err(|e| e.to_string())?;
+            eval::score(&decoder, task, items, &tok, &eos).map_err(|e| e.to_string())?;
         }
         Ok(n as f64 / t0.elapsed().as_secs_f64())
     };

@@ -1,0 +1,61 @@
+//! The accuracy gate's scoring on a package: a task's requests through ONNX Runtime, efficiently. One forward pass
+//! per shared context, continuations run on its KV cache, only the continuation positions' logits are read,
+//! log-softmax is computed here in f32, batch 1 always. What comes out ([`Scored`]) is judged by [`crate::gate`].
+
+use crate::error::{Error, Result};
+use crate::generate::check_finite;
+use crate::logits::argmax;
+use crate::runtime::{Decoder, StepInput};
+use crate::scoring::{self, Scored};
+use crate::task::{self, Item, ItemKind, Task};
+use crate::tokenizer::TextTokenizer;
+
+/// Scores every item on `decoder` (token-id decoders: the gate runs on text).
+pub fn score(decoder: &Decoder, task: &Task, items: &[Item], tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Vec<Scored>> {
+    items.iter().map(|it| score_item(decoder, task, it, tokenizer, eos).map_err(|e| e.context(format!("document {}", it.doc)))).collect()
+}
+
+fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Scored> {
+    match &item.kind {
+        ItemKind::MultipleChoice { context_ids, continuations, .. } => {
+            // One pass over the shared context; its last row predicts every continuation's first token.
+            let empty = decoder.new_cache()?;
+            let (ctx, cache) = decoder.forward(StepInput::Ids(context_ids.clone()), &empty, 1)?;
+            check_finite(ctx.last(), 0)?;
+            let mut out = Vec::with_capacity(continuations.len());
+            for cont in continuations {
+                let (ll, _) = if cont.len() == 1 {
+                    scoring::continuation_loglik([ctx.last()], cont)
+                } else {
+                    let rows = cont.len() - 1;
+                    let (more, _) = decoder.forward(StepInput::Ids(cont[..rows].to_vec()), &cache, rows)?;
+                    check_finite(&more.logits, 1)?;
+                    scoring::continuation_loglik(std::iter::once(ctx.last()).chain((0..rows).map(|i| more.row(i))), cont)
+                };
+                out.push(ll);
+            }
+            Ok(Scored::Choices(out))
+        }
+        ItemKind::Generate { context_ids, .. } => {
+            let kw = task.spec.generation_kwargs.as_ref().ok_or_else(|| Error::new("generate_until needs generation_kwargs"))?;
+            let mut run = decoder.start(context_ids.len() + kw.max_gen_toks)?;
+            let mut logits = decoder.advance(&mut run, StepInput::Ids(context_ids.clone()))?;
+            let mut generated = Vec::new();
+            for step in 0..kw.max_gen_toks {
+                check_finite(logits, step)?;
+                let next = argmax(logits) as i64;
+                if eos.contains(&next) {
+                    break;
+                }
+                generated.push(next);
+                let text = tokenizer.decode(&generated);
+                if kw.until.iter().any(|s| !s.is_empty() && text.contains(s.as_str())) {
+                    break;
+                }
+                logits = decoder.advance_token(&mut run, next)?;
+            }
+            let text = task::cut_at_stop(&tokenizer.decode(&generated), &kw.until);
+            Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), &text)))
+        }
+    }
+}
