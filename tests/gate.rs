@@ -101,7 +101,7 @@ fn fewshot_context_follows_first_n_and_the_delimiters() {
         "test: test.jsonl\nfewshot: train.jsonl\nnum_fewshot: 2\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\"\ndoc_to_choice: c\ndoc_to_target: g\nmetric: acc_norm\n",
     );
     let t = Task::load(&s.0, "t.yaml").unwrap();
-    assert_eq!(t.fewshot_prefix().unwrap(), "1+1= 2\n\n2+2= 4\n\n");
+    assert_eq!(t.fewshot_prefix(None).unwrap(), "1+1= 2\n\n2+2= 4\n\n");
     let items = t.items(&tokenizer()).unwrap();
     assert_eq!(items[0].context, "1+1= 2\n\n2+2= 4\n\n3+3=");
     // Unknown fields and metric/output mismatches are errors naming the file.

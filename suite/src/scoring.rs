@@ -20,8 +20,11 @@ pub fn continuation_loglik<'a>(rows: impl IntoIterator<Item = &'a [f32]>, contin
     (total as f64, greedy)
 }
 
-/// lm-eval's `np.argmax`: the first of equal maxima.
+/// lm-eval's `np.argmax`: the first of equal maxima; a NaN wins over every number (numpy's rule), the first NaN.
 pub fn first_argmax(v: &[f64]) -> usize {
+    if let Some(i) = v.iter().position(|x| x.is_nan()) {
+        return i;
+    }
     let mut best = 0;
     for (i, &x) in v.iter().enumerate() {
         if x > v[best] {
@@ -43,9 +46,10 @@ pub fn pick(logliks: &[f64], choices: &[String]) -> Picks {
     Picks { acc: first_argmax(logliks), acc_norm: first_argmax(&normalized(logliks, choices)) }
 }
 
-/// `acc_norm`'s scores: each log-likelihood divided by its choice's length in characters.
+/// `acc_norm`'s scores: each log-likelihood divided by its choice's length in characters. An empty choice divides
+/// by 0, as lm-eval's numpy does: -inf for a negative log-likelihood (never chosen), NaN for 0.
 pub fn normalized(logliks: &[f64], choices: &[String]) -> Vec<f64> {
-    logliks.iter().zip(choices).map(|(l, c)| l / c.chars().count().max(1) as f64).collect()
+    logliks.iter().zip(choices).map(|(l, c)| l / c.chars().count() as f64).collect()
 }
 
 /// How sure an answer was: the chosen score minus the best other one (0 for a tie).

@@ -127,6 +127,7 @@ pub struct Task {
     pub file: String,
     pub spec: TaskSpec,
     pub docs: Vec<Doc>,
+    /// The whole few-shot split (the pool `num_fewshot` examples are drawn from).
     pub fewshot: Vec<Doc>,
 }
 
@@ -200,11 +201,17 @@ impl Task {
         Ok(Task { name, file: file.to_string(), spec, docs, fewshot })
     }
 
-    /// The few-shot prefix every document's context starts with (lm-eval's `first_n` sampler).
-    pub fn fewshot_prefix(&self) -> Result<String> {
+    /// The few-shot prefix of `doc`'s context (lm-eval's `first_n` sampler). When the few-shot split is the test
+    /// split, `doc` itself (every copy of it, by equality) is left out of the pool first, as lm-eval does.
+    pub fn fewshot_prefix(&self, doc: Option<&Doc>) -> Result<String> {
         let s = &self.spec;
+        let exclude = doc.filter(|_| self.fewshot_is_test());
+        let pool: Vec<&Doc> = self.fewshot.iter().filter(|d| exclude.is_none_or(|x| x != *d)).collect();
+        if pool.len() < s.num_fewshot {
+            bail!("{}: `num_fewshot` is {} but the few-shot pool has {} documents", self.file, s.num_fewshot, pool.len());
+        }
         let mut out = String::new();
-        for (i, d) in self.fewshot.iter().take(s.num_fewshot).enumerate() {
+        for (i, d) in pool.into_iter().take(s.num_fewshot).enumerate() {
             let what = || format!("{}: few-shot document {i}", self.file);
             out.push_str(&s.text(d).map_err(|e| e.context(what()))?);
             out.push_str(&s.target_delimiter);
@@ -214,13 +221,24 @@ impl Task {
         Ok(out)
     }
 
+    /// Whether the few-shot examples come from the scored split itself.
+    fn fewshot_is_test(&self) -> bool {
+        self.spec.fewshot.as_deref().is_some_and(|f| Path::new(f) == Path::new(&self.spec.test))
+    }
+
     /// Every document's request, tokenized.
     pub fn items(&self, tokenizer: &TextTokenizer) -> Result<Vec<Item>> {
-        let prefix = self.fewshot_prefix()?;
+        let shared = if self.fewshot_is_test() { None } else { Some(self.fewshot_prefix(None)?) };
         self.docs
             .iter()
             .enumerate()
-            .map(|(i, d)| self.spec.item(i, d, &prefix, tokenizer).map_err(|e| e.context(format!("{}: document {i}", self.file))))
+            .map(|(i, d)| {
+                let prefix = match &shared {
+                    Some(p) => p.clone(),
+                    None => self.fewshot_prefix(Some(d))?,
+                };
+                self.spec.item(i, d, &prefix, tokenizer).map_err(|e| e.context(format!("{}: document {i}", self.file)))
+            })
             .collect()
     }
 }
@@ -254,9 +272,13 @@ impl TaskSpec {
         Ok(())
     }
 
-    /// `doc_to_text` with every `{{field}}` replaced by the document's value.
+    /// `doc_to_text`: a bare field name is that field's value (lm-eval's rule), else the template with every
+    /// `{{field}}` replaced by the document's value.
     pub fn text(&self, doc: &Doc) -> Result<String> {
-        render(&self.doc_to_text, doc)
+        match doc.get(&self.doc_to_text) {
+            Some(v) => scalar(v).ok_or_else(|| Error::new(format!("field `{}` (doc_to_text) is {v}, not a scalar", self.doc_to_text))),
+            None => render(&self.doc_to_text, doc),
+        }
     }
 
     fn choices(&self, doc: &Doc) -> Result<Vec<String>> {
@@ -302,7 +324,7 @@ impl TaskSpec {
         match self.output_type {
             OutputType::GenerateUntil => {
                 let target = self.target_text(doc)?;
-                Ok(Item { doc: i, kind: ItemKind::Generate { context_ids: tokenizer.encode(&context)?, target }, context })
+                Ok(Item { doc: i, kind: ItemKind::Generate { context_ids: tokenizer.encode_request(&context)?, target }, context })
             }
             OutputType::MultipleChoice => {
                 let choices = self.choices(doc)?;
@@ -339,13 +361,13 @@ pub struct Pair {
     pub boundary_merge: bool,
 }
 
-/// lm-eval's `_encode_pair`: trailing whitespace of the context moves to the continuation; the continuation's
-/// tokens are those of `context + continuation` after the context's own.
+/// lm-eval's `_encode_pair`: trailing whitespace of the context (Python's `str.rstrip`) moves to the
+/// continuation; the continuation's tokens are those of `context + continuation` after the context's own.
 pub fn encode_pair(tokenizer: &TextTokenizer, context: &str, continuation: &str) -> Result<Pair> {
-    let trimmed = context.trim_end();
+    let trimmed = context.trim_end_matches(py_is_space);
     let (context, continuation) = (trimmed.to_string(), format!("{}{continuation}", &context[trimmed.len()..]));
-    let whole = tokenizer.encode(&format!("{context}{continuation}"))?;
-    let ctx = tokenizer.encode(&context)?;
+    let whole = tokenizer.encode_request(&format!("{context}{continuation}"))?;
+    let ctx = tokenizer.encode_request(&context)?;
     let boundary_merge = !whole.starts_with(&ctx);
     let cont = whole.get(ctx.len()..).unwrap_or_default().to_vec();
     if cont.is_empty() {
@@ -390,14 +412,26 @@ pub fn read_jsonl(root: &Path, file: &str) -> Result<Vec<Doc>> {
         .collect()
 }
 
-/// lm-eval's `regex` filter for generate_until: the first match (group 1 if the pattern has groups), else
-/// `[invalid]`; without a pattern the generation itself, stripped.
+/// Python's `str.isspace`, which `str.strip` and `str.rstrip` use: Unicode White_Space (Rust's
+/// `char::is_whitespace`) plus the information separators U+001C..U+001F.
+pub fn py_is_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// The answer lm-eval compares with the target. Without a pattern: the generation itself, unchanged (lm-eval
+/// compares the raw string). With one, its `regex` filter: the first match (`findall`'s first element: the whole
+/// match without groups, group 1 with one, the first non-empty group with more), stripped of Python whitespace;
+/// `[invalid]` when nothing matches.
 pub fn extract_answer(regex: Option<&str>, generated: &str) -> String {
-    let Some(r) = regex.and_then(compiled) else { return generated.trim().to_string() };
-    match r.captures(generated) {
-        Some(c) => c.get(1).or_else(|| c.get(0)).map_or_else(String::new, |m| m.as_str().to_string()),
-        None => "[invalid]".into(),
-    }
+    const FALLBACK: &str = "[invalid]";
+    let Some(r) = regex.and_then(compiled) else { return generated.to_string() };
+    let Some(c) = r.captures(generated) else { return FALLBACK.into() };
+    let m = match c.len() {
+        1 => c.get(0).map(|m| m.as_str()),
+        2 => Some(c.get(1).map_or("", |m| m.as_str())),
+        _ => c.iter().skip(1).flatten().map(|m| m.as_str()).find(|m| !m.is_empty()).or(Some(FALLBACK)),
+    };
+    m.unwrap_or_default().trim_matches(py_is_space).to_string()
 }
 
 /// `pattern` compiled once per process (every item of a task extracts its answer with the same one); `None` when

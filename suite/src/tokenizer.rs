@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
     pub path: PathBuf,
+    /// The text of the token lm-eval prefixes requests with: `bos_token` of the `tokenizer_config.json` beside
+    /// `tokenizer.json`, else its `eos_token` (Hugging Face's `bos_token_id`, else `eos_token_id`).
+    pub prefix_token: Option<String>,
 }
 
 impl TextTokenizer {
@@ -27,7 +30,8 @@ impl TextTokenizer {
             return Ok(t.clone());
         }
         let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| Error::new(format!("{}: {e}", path.display())))?;
-        let t = Arc::new(TextTokenizer { inner, path: path.clone() });
+        let prefix_token = prefix_token(&path.with_file_name("tokenizer_config.json"));
+        let t = Arc::new(TextTokenizer { inner, path: path.clone(), prefix_token });
         cache.insert(path, t.clone());
         Ok(t)
     }
@@ -35,6 +39,14 @@ impl TextTokenizer {
     /// Token ids as Hugging Face's `tokenizer(prompt)` gives them (special tokens added).
     pub fn encode(&self, text: &str) -> Result<Vec<i64>> {
         let enc = self.inner.encode(text, true).map_err(|e| Error::new(format!("{}: encoding the prompt: {e}", self.path.display())))?;
+        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+    }
+
+    /// Token ids as lm-eval's `hf` model encodes a request: with the special tokens, unless the text already starts
+    /// with the prefix (BOS) token's text, which would otherwise be doubled.
+    pub fn encode_request(&self, text: &str) -> Result<Vec<i64>> {
+        let special = !self.prefix_token.as_deref().is_some_and(|b| !b.is_empty() && text.starts_with(b));
+        let enc = self.inner.encode(text, special).map_err(|e| Error::new(format!("{}: encoding a request: {e}", self.path.display())))?;
         Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
     }
 
@@ -54,4 +66,15 @@ impl TextTokenizer {
     pub fn token(&self, id: i64) -> String {
         u32::try_from(id).ok().and_then(|i| self.inner.decode(&[i], false).ok()).unwrap_or_else(|| format!("<{id}?>"))
     }
+}
+
+/// `bos_token` (else `eos_token`) of a `tokenizer_config.json`, as a string or `{content: ...}`; `None` when the
+/// file or both fields are missing.
+fn prefix_token(config: &Path) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(config).ok()?).ok()?;
+    let text = |k: &str| match v.get(k)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        o => o.get("content")?.as_str().map(str::to_string),
+    };
+    text("bos_token").or_else(|| text("eos_token"))
 }
