@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use common::{Scratch, copy_tree, run, write};
 use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::gate::{self, Baseline, BaselineItem, Scored};
+use mobius_conformance::gate::{self, Baseline, BaselineItem, GatePolicy, Scored};
 use mobius_conformance::golden::{Hex, Provenance};
 use mobius_conformance::onnx_bytes::Model;
 use mobius_conformance::scoring;
-use mobius_conformance::task::{self, ItemKind, Metric, Task};
+use mobius_conformance::task::{self, Item, ItemKind, Metric, Task};
 use mobius_conformance::tokenizer::TextTokenizer;
 use mobius_conformance::trial::Status;
 
@@ -131,47 +131,148 @@ fn provenance() -> Provenance {
     }
 }
 
-#[test]
-fn the_gate_reports_delta_flips_and_margins() {
-    let s = Scratch::new("gate-judge");
-    let docs: String = (0..4).map(|i| format!("{{\"q\": \"{i}\", \"c\": [\"a\", \"b\"], \"g\": 0}}\n")).collect();
-    write(&s.0.join("d.jsonl"), &docs);
-    write(
-        &s.0.join("t.yaml"),
-        "test: d.jsonl\noutput_type: multiple_choice\ndoc_to_text: \"{{q}}\"\ndoc_to_choice: c\ndoc_to_target: g\nmetric: acc\n",
-    );
-    let t = Task::load(&s.0, "t.yaml").unwrap();
-    let items = t.items(&tokenizer()).unwrap();
-    let reference = [[-1.0, -2.0], [-1.0, -1.5], [-3.0, -1.0], [-1.0, -4.0]];
-    let baseline = Baseline {
+/// A two-choice item answered by choice 0 (`acc`): crafted, no tokenizer or session.
+fn item(doc: usize) -> Item {
+    Item {
+        doc,
+        context: String::new(),
+        kind: ItemKind::MultipleChoice {
+            choices: vec!["a".into(), "b".into()],
+            gold: 0,
+            context_ids: vec![],
+            continuations: vec![],
+            boundary_merge: false,
+        },
+    }
+}
+
+/// A baseline over crafted reference log-likelihoods.
+fn baseline(items: &[Item], reference: &[[f64; 2]]) -> Baseline {
+    Baseline {
         task: "t".into(),
         model: "m".into(),
         metric: "acc".into(),
         num_fewshot: 0,
-        n: 4,
-        accuracy: 0.75,
-        stderr: 0.25,
+        n: reference.len(),
+        accuracy: 0.0,
+        stderr: 0.0,
         acc: None,
         acc_norm: None,
         boundary_merges: 0,
-        requests_hash: gate::requests_hash(&items),
+        requests_hash: gate::requests_hash(items),
         items: reference.iter().map(|r| BaselineItem { logliks: r.iter().map(|&x| Hex(x)).collect(), answer: None }).collect(),
         provenance: provenance(),
-    };
-    // Item 1 flips from right to wrong (a near tie in the reference: margin 0.5).
-    let got: Vec<Scored> = [[-1.0, -2.0], [-1.6, -1.5], [-3.0, -1.0], [-1.0, -4.0]].iter().map(|r| Scored::Choices(r.to_vec())).collect();
-    let r = gate::judge(&items, &got, &baseline, Metric::Acc, 1.0).unwrap();
+    }
+}
+
+const RIGHT: [f64; 2] = [-1.0, -2.0];
+const WRONG: [f64; 2] = [-2.0, -1.0];
+
+/// `n` items: the reference right on `ref_right` of them; the package loses `lost` of those and gains `gained` of
+/// the others.
+fn paired(n: usize, ref_right: usize, lost: usize, gained: usize) -> (Vec<Item>, Baseline, Vec<Scored>) {
+    let items: Vec<Item> = (0..n).map(item).collect();
+    let reference: Vec<[f64; 2]> = (0..n).map(|i| if i < ref_right { RIGHT } else { WRONG }).collect();
+    let got = (0..n)
+        .map(|i| {
+            let right = if i < ref_right { i >= lost } else { i - ref_right < gained };
+            Scored::Choices(if right { RIGHT } else { WRONG }.to_vec())
+        })
+        .collect();
+    let b = baseline(&items, &reference);
+    (items, b, got)
+}
+
+#[test]
+fn the_gate_reports_delta_flips_and_margins() {
+    let items: Vec<Item> = (0..8).map(item).collect();
+    let reference = [[-1.0, -2.0], [-1.0, -1.5], [-3.0, -1.0], [-1.0, -4.0]];
+    let b = baseline(&items, &[reference, reference].concat());
+    // Items 1 and 5 flip from right to wrong (near ties in the reference: margin 0.5).
+    let got: Vec<Scored> =
+        [[-1.0, -2.0], [-1.6, -1.5], [-3.0, -1.0], [-1.0, -4.0]].repeat(2).iter().map(|r| Scored::Choices(r.to_vec())).collect();
+    let policy = GatePolicy { max_delta_points: 20.0, ..GatePolicy::default() };
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &policy).unwrap();
     assert_eq!((r.reference, r.got), (0.75, 0.5));
-    assert!(!r.pass && (r.delta_points + 25.0).abs() < 1e-9, "{r:?}");
-    assert_eq!(r.flips.len(), 1);
+    assert!(!r.pass && (r.delta_points + 25.0).abs() < 1e-9 && !r.too_small, "{r:?}");
+    assert_eq!((r.lost, r.gained, r.flips.len()), (2, 0, 2));
     let f = &r.flips[0];
     assert_eq!((f.doc, f.reference.as_str(), f.got.as_str(), f.reference_correct, f.got_correct), (1, "0", "1", true, false));
     assert_eq!(f.reference_margin, Some(0.5));
+    assert!((f.got_margin.unwrap() - 0.1).abs() < 1e-12, "both margins, for the report: {f:?}");
     let text = gate::render("t/m/cpu/f32/accuracy", Metric::Acc, &r, "b.json", "regen");
-    assert!(text.contains("delta -25.00 points") && text.contains("doc 1") && text.contains("margin 0.5000"), "{text}");
+    for want in ["delta -25.00 points", "doc 1", "margin 0.5000", "McNemar exact p = 0.5000", "2 lost", "net delta -25.00 points exceeds"] {
+        assert!(text.contains(want), "{want:?} in\n{text}");
+    }
     // Within the allowed delta it passes, and still lists the flip.
-    let r = gate::judge(&items, &got, &baseline, Metric::Acc, 30.0).unwrap();
-    assert!(r.pass && r.flips.len() == 1);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy { max_delta_points: 30.0, ..policy }).unwrap();
+    assert!(r.pass && r.flips.len() == 2, "{r:?}");
+}
+
+#[test]
+fn mcnemar_exact_matches_the_binomial_test() {
+    // Two-sided exact binomial test at 1/2 (scipy.stats.binomtest gives the same numbers).
+    assert_eq!(gate::mcnemar_exact(0, 0), 1.0);
+    assert_eq!(gate::mcnemar_exact(7, 7), 1.0);
+    assert!((gate::mcnemar_exact(6, 0) - 0.03125).abs() < 1e-15);
+    assert!((gate::mcnemar_exact(2, 10) - 0.03857421875).abs() < 1e-12);
+    assert!((gate::mcnemar_exact(40, 20) - 0.01348929373119186).abs() < 1e-12);
+    assert!(gate::mcnemar_exact(3000, 2000) < 1e-40, "no underflow to NaN past 1074 flips");
+    assert_eq!(gate::min_significant_flips(0.05), 6);
+    assert_eq!(gate::min_significant_flips(0.01), 8);
+}
+
+#[test]
+fn significant_flips_fail_even_when_they_cancel_out_within_a_point() {
+    // 2,000 items: the package loses 40 the reference got right and gains 20 others. Net -1.00 point passes the
+    // +-1 rule; the flips lean 2:1 one way, which chance explains with p = 0.0135.
+    let (items, b, got) = paired(2000, 1500, 40, 20);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();
+    assert!((r.delta_points + 1.0).abs() < 1e-9, "{}", r.delta_points);
+    assert_eq!((r.lost, r.gained), (40, 20));
+    assert!((r.flip_p_value - 0.01348929373119186).abs() < 1e-12, "{}", r.flip_p_value);
+    assert!(!r.pass, "{:?}", r.reasons);
+    assert_eq!(r.reasons.len(), 1, "only the flip test fails: {:?}", r.reasons);
+    let text = gate::render("t/m/cpu/int4/accuracy", Metric::Acc, &r, "b.json", "regen");
+    assert!(text.contains("FAIL") && text.contains("the flips lean one way: 40 lost, 20 gained, McNemar exact p = 0.0135"), "{text}");
+    eprintln!("{text}");
+    // The same net delta from flips that go one way only is caught by both rules; balanced flips by neither,
+    // unless `max_flipped_points` bounds them.
+    let (items, b, got) = paired(2000, 1500, 30, 30);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();
+    assert!(r.pass && r.flip_p_value == 1.0, "{:?}", r.reasons);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy { max_flipped_points: Some(2.0), ..GatePolicy::default() }).unwrap();
+    assert!(!r.pass && r.reasons[0].contains("60 items changed correctness (3.00 points)"), "{:?}", r.reasons);
+}
+
+#[test]
+fn a_task_too_small_for_its_gate_warns_and_ci_refuses_it() {
+    // 30 items: one flip is 3.33 points, more than +-1. The net rule cannot be honoured; the flip test decides.
+    let (items, b, got) = paired(30, 20, 1, 0);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();
+    assert!(r.too_small && r.pass, "{:?}", r.reasons);
+    assert!((r.points_per_item - 100.0 / 30.0).abs() < 1e-12);
+    assert!((r.min_detectable_points - 20.0).abs() < 1e-9, "6 one-way flips of 30: {}", r.min_detectable_points);
+    assert!(
+        r.reasons[0].starts_with("WARNING: the task is too small to decide +-1.00 points") && r.reasons[0].contains("100 items"),
+        "{:?}",
+        r.reasons
+    );
+    let text = gate::render("t", Metric::Acc, &r, "b.json", "regen");
+    assert!(text.contains("minimum detectable delta: 20.00 points (6 one-way flips at n=30); one item = 3.33 points"), "{text}");
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy { refuse_small: true, ..GatePolicy::default() }).unwrap();
+    assert!(!r.pass && r.reasons[0].contains("refused (CI)"), "{:?}", r.reasons);
+    // Six one-way flips are significant even there.
+    let (items, b, got) = paired(30, 20, 6, 0);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();
+    assert!(!r.pass && r.flip_p_value < 0.05, "{:?}", r.reasons);
+    // 150 items (the arith tasks): decidable, and the flip test sees one-way shifts from 4 points.
+    let (items, b, got) = paired(150, 140, 0, 0);
+    let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();
+    assert!(!r.too_small && r.pass && (r.min_detectable_points - 4.0).abs() < 1e-9, "{r:?}");
+    // Thresholds are checked where they are read.
+    let e = GatePolicy { flip_alpha: 1.5, ..GatePolicy::default() }.validate("t.yaml").unwrap_err().to_string();
+    assert!(e.contains("t.yaml") && e.contains("flip_alpha"), "{e}");
 }
 
 /// The trained fixture's case, in a scratch root, with every variant pointed at `package` when given.

@@ -1,5 +1,8 @@
-//! The accuracy gate: a package's benchmark accuracy against the reference's, within `max_delta_points` (1.0 by
-//! default), with the items whose answer flipped and the standard error always reported.
+//! The accuracy gate: a package's benchmark accuracy against the reference's. It fails when the net delta exceeds
+//! `max_delta_points` (1.0 by default), or when the items that flipped lean one way beyond chance (McNemar's exact
+//! test at `flip_alpha`, 0.05), even if the net delta is within bounds; it reports the flips with both margins, the
+//! standard errors, the minimum detectable delta for the task's size, and warns (refuses under `CI`) when the
+//! task is too small to decide its `max_delta_points`.
 //!
 //! The reference side (`cargo xtask regen-goldens`) writes `goldens/baselines/<task>/<model>.json`: the Hugging
 //! Face accuracy and every item's per-choice log-likelihoods (hex floats), or its generated answer. [`crate::eval`]
@@ -124,7 +127,82 @@ pub struct Flip {
     pub got_margin: Option<f64>,
 }
 
-/// The gate's verdict on one task x variant.
+/// The numbers the gate decides by, printed with every verdict. Defaults: +-1 point net, McNemar at 0.05.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatePolicy {
+    /// |accuracy(package) - accuracy(reference)| in points (0-100) may not exceed this.
+    #[serde(default = "one_point")]
+    pub max_delta_points: f64,
+    /// The paired test on the flips (McNemar's exact test, two-sided): the gate fails when the items lost and the
+    /// items gained are this unlikely to come from a package no worse and no better than the reference.
+    #[serde(default = "five_percent")]
+    pub flip_alpha: f64,
+    /// Optional: at most this many items (in points of the task) may change correctness at all, whichever way.
+    /// Flips that cancel exactly are no evidence of a shift for any paired test, but many of them can be a bug.
+    #[serde(default)]
+    pub max_flipped_points: Option<f64>,
+    /// A task too small to decide `max_delta_points` (one item moves accuracy more than that) fails instead of
+    /// warning. The trial sets it under `CI`.
+    #[serde(default)]
+    pub refuse_small: bool,
+}
+
+fn one_point() -> f64 {
+    1.0
+}
+
+fn five_percent() -> f64 {
+    0.05
+}
+
+impl Default for GatePolicy {
+    fn default() -> GatePolicy {
+        GatePolicy { max_delta_points: one_point(), flip_alpha: five_percent(), max_flipped_points: None, refuse_small: false }
+    }
+}
+
+impl GatePolicy {
+    /// Errors name `what` (the file and field the numbers come from).
+    pub fn validate(&self, what: &str) -> Result<()> {
+        if !(self.max_delta_points.is_finite() && self.max_delta_points >= 0.0) {
+            bail!("{what}: field `max_delta_points` is {}, expected a number >= 0", self.max_delta_points);
+        }
+        if !(self.flip_alpha > 0.0 && self.flip_alpha < 1.0) {
+            bail!("{what}: field `flip_alpha` is {}, expected a probability in (0, 1)", self.flip_alpha);
+        }
+        if let Some(m) = self.max_flipped_points
+            && !(m.is_finite() && m >= 0.0)
+        {
+            bail!("{what}: field `max_flipped_points` is {m}, expected a number >= 0");
+        }
+        Ok(())
+    }
+}
+
+/// McNemar's exact test, two-sided: the probability, were a flip equally likely to go either way, of a split of
+/// `lost + gained` flips at least as uneven as this one. 1 when nothing flipped.
+pub fn mcnemar_exact(lost: usize, gained: usize) -> f64 {
+    let n = lost + gained;
+    let k = lost.min(gained);
+    // P(X <= k), X ~ Binomial(n, 1/2), summed in log space (0.5^n underflows past n = 1074).
+    let mut ln_pmf = -(n as f64) * std::f64::consts::LN_2;
+    let mut terms = Vec::with_capacity(k + 1);
+    for i in 0..=k {
+        terms.push(ln_pmf);
+        ln_pmf += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
+    }
+    let max = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let tail = max.exp() * terms.iter().map(|t| (t - max).exp()).sum::<f64>();
+    (2.0 * tail).min(1.0)
+}
+
+/// The fewest flips, all one way, that McNemar's exact test calls significant at `alpha`.
+pub fn min_significant_flips(alpha: f64) -> usize {
+    (1..=64).find(|&k| mcnemar_exact(k, 0) < alpha).unwrap_or(usize::MAX)
+}
+
+/// The gate's verdict on one task x variant: numbers in, verdict and its reasons out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateReport {
     pub reference: f64,
@@ -132,16 +210,35 @@ pub struct GateReport {
     pub stderr_reference: f64,
     pub stderr_got: f64,
     pub delta_points: f64,
-    pub max_delta_points: f64,
+    pub policy: GatePolicy,
     pub pass: bool,
+    /// Every item whose answer changed (also wrong -> other wrong), with both margins.
     pub flips: Vec<Flip>,
+    /// Items right in the reference and wrong in the package, and the reverse (McNemar's discordant pairs).
+    pub lost: usize,
+    pub gained: usize,
+    /// McNemar's exact two-sided p-value on (`lost`, `gained`).
+    pub flip_p_value: f64,
+    /// The smallest net change the flip test detects at this size: `min_significant_flips` one-way flips, in points.
+    pub min_detectable_points: f64,
+    /// What one item moves accuracy by, in points.
+    pub points_per_item: f64,
+    /// One item moves accuracy by more than `max_delta_points`: the net rule cannot be honoured at this size.
+    pub too_small: bool,
+    /// Why it failed, or what it warns about, one line each.
+    pub reasons: Vec<String>,
     /// Largest |log-likelihood difference| over every choice (multiple choice).
     pub max_loglik_diff: Option<f64>,
     pub n: usize,
 }
 
 /// Compares the package's scores with the baseline. Pure: numbers in, verdict out.
-pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric, max_delta_points: f64) -> Result<GateReport> {
+///
+/// The gate fails when the net delta exceeds `max_delta_points`, or the flips lean one way beyond chance
+/// (McNemar, `flip_alpha`), or more items flip than `max_flipped_points` allows. A task where one item moves
+/// accuracy by more than `max_delta_points` cannot decide the net rule: there the flip test decides alone and the
+/// report warns, unless `refuse_small` makes it a failure.
+pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric, policy: &GatePolicy) -> Result<GateReport> {
     if items.len() != baseline.items.len() || got.len() != items.len() {
         bail!("the baseline has {} items, the task {} and the package answered {}", baseline.items.len(), items.len(), got.len());
     }
@@ -160,7 +257,7 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
             ItemKind::Generate { .. } => Scored::Answer(b.answer.clone().unwrap_or_default()),
         };
         if let (Scored::Choices(r), Scored::Choices(x)) = (&reference, g) {
-            let d = r.iter().zip(x).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            let d = r.iter().zip(x).map(|(a, b)| (a - b).abs()).filter(|d| !d.is_nan()).fold(0.0, f64::max);
             max_diff = Some(max_diff.map_or(d, |m: f64| m.max(d)));
         }
         let (rc, rwhich) = judge_item(item, &reference, metric);
@@ -186,22 +283,77 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
     let (reference, stderr_reference) = scoring::mean_stderr(&ref_ok);
     let (got_acc, stderr_got) = scoring::mean_stderr(&got_ok);
     let delta_points = 100.0 * (got_acc - reference);
+    let lost = ref_ok.iter().zip(&got_ok).filter(|(r, g)| **r && !**g).count();
+    let gained = ref_ok.iter().zip(&got_ok).filter(|(r, g)| !**r && **g).count();
+    let n = items.len();
+    let flip_p_value = mcnemar_exact(lost, gained);
+    let points_per_item = if n == 0 { f64::INFINITY } else { 100.0 / n as f64 };
+    let min_detectable_points = (min_significant_flips(policy.flip_alpha) as f64 * points_per_item).min(100.0);
+    let too_small = points_per_item > policy.max_delta_points + 1e-9;
+
+    let mut reasons = Vec::new();
+    let mut pass = true;
+    let net_ok = delta_points.abs() <= policy.max_delta_points + 1e-9;
+    if too_small {
+        let need = (100.0 / policy.max_delta_points.max(1e-9)).ceil();
+        let what = format!(
+            "the task is too small to decide +-{:.2} points: one item moves accuracy {points_per_item:.2} points (n={n}; \
+             it takes {need} items)",
+            policy.max_delta_points
+        );
+        if policy.refuse_small {
+            reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
+            pass = false;
+        } else {
+            reasons.push(format!("WARNING: {what}; the net rule is not applied, the flip test decides (under CI this fails)"));
+        }
+    } else if !net_ok {
+        reasons.push(format!("net delta {delta_points:+.2} points exceeds +-{:.2}", policy.max_delta_points));
+        pass = false;
+    }
+    if flip_p_value < policy.flip_alpha {
+        reasons.push(format!(
+            "the flips lean one way: {lost} lost, {gained} gained, McNemar exact p = {} < {} (a shift this uneven is not chance)",
+            fmt_p(flip_p_value),
+            policy.flip_alpha
+        ));
+        pass = false;
+    }
+    if let Some(m) = policy.max_flipped_points {
+        let flipped = (lost + gained) as f64 * points_per_item;
+        if flipped > m + 1e-9 {
+            reasons.push(format!("{} items changed correctness ({flipped:.2} points), more than max_flipped_points {m:.2}", lost + gained));
+            pass = false;
+        }
+    }
     Ok(GateReport {
         reference,
         got: got_acc,
         stderr_reference,
         stderr_got,
         delta_points,
-        max_delta_points,
-        pass: delta_points.abs() <= max_delta_points + 1e-9,
+        policy: *policy,
+        pass,
         flips,
+        lost,
+        gained,
+        flip_p_value,
+        min_detectable_points,
+        points_per_item,
+        too_small,
+        reasons,
         max_loglik_diff: max_diff,
-        n: items.len(),
+        n,
     })
+}
+
+fn fmt_p(p: f64) -> String {
+    if p >= 1e-3 { format!("{p:.4}") } else { format!("{p:.2e}") }
 }
 
 /// The report a person reads. It holds only numbers that repeat exactly run after run (speed is `cargo xtask bench`'s).
 pub fn render(trial: &str, metric: Metric, r: &GateReport, baseline_file: &str, regenerate: &str) -> String {
+    let p = &r.policy;
     let mut s = format!(
         "{trial}: {}: {} {:.2}% (reference {:.2}%, stderr {:.2} / {:.2} points), delta {:+.2} points, allowed +-{:.2}; n={}; {} item(s) flipped\n",
         if r.pass { "PASS" } else { "FAIL" },
@@ -211,10 +363,28 @@ pub fn render(trial: &str, metric: Metric, r: &GateReport, baseline_file: &str, 
         100.0 * r.stderr_got,
         100.0 * r.stderr_reference,
         r.delta_points,
-        r.max_delta_points,
+        p.max_delta_points,
         r.n,
         r.flips.len(),
     );
+    s.push_str(&format!(
+        "  flips: {} lost (right -> wrong), {} gained (wrong -> right); McNemar exact p = {} (fails under flip_alpha {})\n",
+        r.lost,
+        r.gained,
+        fmt_p(r.flip_p_value),
+        p.flip_alpha
+    ));
+    s.push_str(&format!(
+        "  minimum detectable delta: {:.2} points ({} one-way flips at n={}); one item = {:.2} points{}\n",
+        r.min_detectable_points,
+        min_significant_flips(p.flip_alpha),
+        r.n,
+        r.points_per_item,
+        p.max_flipped_points.map_or_else(String::new, |m| format!("; max_flipped_points {m:.2}")),
+    ));
+    for reason in &r.reasons {
+        s.push_str(&format!("  {reason}\n"));
+    }
     if let Some(d) = r.max_loglik_diff {
         s.push_str(&format!("  max |log-likelihood diff| over all choices: {d:.3e}\n"));
     }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result, bail};
+use crate::gate::GatePolicy;
 use crate::tokenizer::TextTokenizer;
 
 /// A task file (`cases/tasks/<name>.yaml`).
@@ -58,6 +59,12 @@ pub struct TaskSpec {
     /// The gate: |accuracy(ONNX) - accuracy(reference)| in points (0-100) may not exceed this. Default 1.0.
     #[serde(default)]
     pub max_delta_points: Option<f64>,
+    /// The gate's paired test: McNemar's exact p-value on the flips under this fails. Default 0.05.
+    #[serde(default)]
+    pub flip_alpha: Option<f64>,
+    /// The gate: at most this many items (in points) may change correctness, whichever way. Default: no limit.
+    #[serde(default)]
+    pub max_flipped_points: Option<f64>,
     /// Only the first `limit` documents (lm-eval's `--limit`).
     #[serde(default)]
     pub limit: Option<usize>,
@@ -264,12 +271,19 @@ impl TaskSpec {
         if let Some(r) = &self.answer_regex {
             regex::Regex::new(r).map_err(|e| Error::new(format!("{file}: field `answer_regex`: {e}")))?;
         }
-        if let Some(d) = self.max_delta_points
-            && !(d.is_finite() && d >= 0.0)
-        {
-            bail!("{file}: field `max_delta_points` is {d}, expected a number >= 0");
-        }
+        self.gate_policy(false).validate(file)?;
         Ok(())
+    }
+
+    /// The gate's thresholds: this task's, else the defaults. `ci` makes a task too small to decide them fail.
+    pub fn gate_policy(&self, ci: bool) -> GatePolicy {
+        let d = GatePolicy::default();
+        GatePolicy {
+            max_delta_points: self.max_delta_points.unwrap_or(d.max_delta_points),
+            flip_alpha: self.flip_alpha.unwrap_or(d.flip_alpha),
+            max_flipped_points: self.max_flipped_points,
+            refuse_small: ci,
+        }
     }
 
     /// `doc_to_text`: a bare field name is that field's value (lm-eval's rule), else the template with every

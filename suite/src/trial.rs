@@ -483,8 +483,8 @@ impl Trial<'_> {
         };
         let eos = self.eos_ids(&package);
         let got = crate::eval::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
-        let max_delta = task.spec.max_delta_points.unwrap_or(1.0);
-        let r = gate::judge(items, &got, &baseline, task.spec.metric, max_delta).map_err(|e| e.context(&baseline_file))?;
+        let policy = task.spec.gate_policy(std::env::var_os("CI").is_some());
+        let r = gate::judge(items, &got, &baseline, task.spec.metric, &policy).map_err(|e| e.context(&baseline_file))?;
         let message = gate::render(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());
         Ok(Outcome {
             status: if r.pass { Status::Pass } else { Status::Fail },
