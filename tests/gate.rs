@@ -10,6 +10,7 @@ use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::gate::{self, Baseline, BaselineItem, GatePolicy, Scored};
 use mobius_conformance::golden::{Hex, Provenance};
 use mobius_conformance::onnx_bytes::Model;
+use mobius_conformance::report::detail::Detail;
 use mobius_conformance::scoring;
 use mobius_conformance::task::{self, Item, ItemKind, Metric, Task};
 use mobius_conformance::tokenizer::TextTokenizer;
@@ -317,7 +318,9 @@ fn the_gate_passes_the_trained_fixture_and_fails_a_broken_copy() {
     let o = run(&broken.0, "arith/arith-tiny/default/f32/accuracy");
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("delta -") && o.message.contains("item(s) flipped") && o.message.contains("doc "), "{}", o.message);
-    assert!(o.max_abs_diff.unwrap() > 1.0, "more than a point: {}", o.message);
+    let Some(Detail::Accuracy(a)) = o.detail.as_deref() else { panic!("no accuracy detail: {o:?}") };
+    assert!(a.delta_points < -1.0 && !a.flips.is_empty(), "more than a point: {}", o.message);
+    assert_eq!(o.max_abs_diff, a.max_loglik_diff, "max |diff| is the log-likelihoods', not the accuracy points");
     eprintln!("{}", o.message);
 }
 

@@ -140,6 +140,14 @@ impl Pipeline {
             message.push_str(&format!("  - {r}\n"));
         }
         message.push_str(&format!("  policy: {tol}\n  reference: {file}\n"));
-        Ok(Outcome { status, message, max_abs_diff: Some(c.max_abs), first_divergence: None, snapshot: None })
+        let detail = crate::report::detail::component(component, got_data, want, cols, tol.atol, moved);
+        Ok(Outcome {
+            status,
+            message,
+            max_abs_diff: Some(c.max_abs),
+            first_divergence: None,
+            snapshot: None,
+            detail: Some(Box::new(crate::report::detail::Detail::Component(detail))),
+        })
     }
 }

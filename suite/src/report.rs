@@ -1,5 +1,11 @@
 //! Turning verdicts into what a person reads: expected, got, where, the policy, and the command that fixes it.
 
+pub mod detail;
+pub mod html;
+pub mod matrix;
+pub mod summary;
+mod svg;
+
 use std::fmt::Write;
 
 use crate::verdict::{DivergenceKind, GenerationReport, PrefillReport};

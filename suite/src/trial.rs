@@ -13,7 +13,7 @@ use crate::generate;
 use crate::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
 use crate::inputs::Inputs;
 use crate::pipeline::Pipeline;
-use crate::report;
+use crate::report::{self, detail, detail::Detail};
 use crate::runtime::{self, Device, Provider};
 use crate::snapshot;
 use crate::tokenizer::TextTokenizer;
@@ -236,11 +236,13 @@ pub struct Outcome {
     pub first_divergence: Option<usize>,
     /// The rendered L5 snapshot, when the trial compared one.
     pub snapshot: Option<String>,
+    /// Every number the verdict measured, and the series the reports plot.
+    pub detail: Option<Box<Detail>>,
 }
 
 impl Outcome {
     fn new(status: Status, message: impl Into<String>) -> Outcome {
-        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None, snapshot: None }
+        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None, snapshot: None, detail: None }
     }
 
     pub fn skip(reason: impl Into<String>) -> Outcome {
@@ -489,9 +491,11 @@ impl Trial<'_> {
         Ok(Outcome {
             status: if r.pass { Status::Pass } else { Status::Fail },
             message,
-            max_abs_diff: Some(r.delta_points.abs()),
+            // The largest log-likelihood difference; the change in accuracy is the detail's own number.
+            max_abs_diff: r.max_loglik_diff,
             first_divergence: None,
             snapshot: None,
+            detail: Some(Box::new(Detail::Accuracy(detail::accuracy(task.spec.metric.name(), &r)))),
         })
     }
 
@@ -560,13 +564,14 @@ impl Trial<'_> {
                 let reference = golden.full_logits(golden_path)?;
                 let got = generate::prefill(&decoder, &front, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
-                let max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
+                let d = detail::prefill(&r, &got, reference.as_deref());
                 Ok(Outcome {
                     status: r.verdict.into(),
                     message: report::prefill(&ctx, &r),
-                    max_abs_diff,
+                    max_abs_diff: d.max_abs,
                     first_divergence: None,
                     snapshot: None,
+                    detail: Some(Box::new(Detail::Prefill(d))),
                 })
             }
             Level::L5 => {
@@ -579,27 +584,26 @@ impl Trial<'_> {
                 let free = generate::greedy(&decoder, &front, inputs.input_ids(), max_new, &eos, None)?;
                 let got = free.chosen();
                 let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
-                    Some(
-                        generate::greedy(
-                            &decoder,
-                            &generate::Front::Ids,
-                            inputs.input_ids(),
-                            max_new,
-                            &eos,
-                            Some(&golden.generated_tokens),
-                        )?
-                        .chosen(),
-                    )
+                    Some(generate::greedy(
+                        &decoder,
+                        &generate::Front::Ids,
+                        inputs.input_ids(),
+                        max_new,
+                        &eos,
+                        Some(&golden.generated_tokens),
+                    )?)
                 } else {
                     None
                 };
-                let r = verdict::judge_generation(&got, &golden, forced.as_deref(), &tol);
+                let r = verdict::judge_generation(&got, &golden, forced.as_ref().map(|f| f.chosen()).as_deref(), &tol);
+                let steps = forced.as_ref().unwrap_or(&free);
                 let outcome = Outcome {
                     status: r.verdict.into(),
                     message: report::generation(&ctx, &r),
                     max_abs_diff: None,
                     first_divergence: r.first_divergence.as_ref().map(|d| d.index),
                     snapshot: None,
+                    detail: Some(Box::new(Detail::Generation(detail::generation(&r, &golden, &steps.steps, forced.is_some())))),
                 };
                 Ok(self.review_snapshot(outcome, || {
                     let l4 = paths.prefill.is_file().then(|| self.l4_note(&paths.prefill, &free.prefill_logits, &tol)).flatten();

@@ -1,11 +1,14 @@
-//! `cargo xtask ci --out DIR`: run every trial and write summary.md, summary.json and junit.xml for a CI system.
-//! The exit code follows the verdicts: non-zero when any trial fails.
+//! `cargo xtask ci --out DIR`: run every trial and write summary.md (the pull request's summary), index.html (the
+//! reviewer's report, self-contained), summary.json and junit.xml for a CI system. The exit code follows the
+//! verdicts: non-zero when any trial fails.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::report::detail::Detail;
+use mobius_conformance::report::{html, summary};
 use mobius_conformance::runtime::Device;
 use mobius_conformance::trial::{self, Finished as Row, Status, Suite};
 
@@ -35,7 +38,9 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     let wall = started.elapsed().as_secs_f64();
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let write = |name: &str, text: String| std::fs::write(out.join(name), text).map_err(|e| format!("{}: {e}", out.join(name).display()));
-    write("summary.md", markdown(&rows, wall, device))?;
+    let run = summary::Run { device: device.to_string(), wall_seconds: wall };
+    write("summary.md", summary::markdown(&rows, &run))?;
+    write("index.html", html::page(&rows, &run))?;
     write("summary.json", json(&rows, wall, device))?;
     write("junit.xml", junit(&rows, wall))?;
     let failed: Vec<&Row> = rows.iter().filter(|r| r.outcome.is_fail()).collect();
@@ -50,29 +55,6 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-fn markdown(rows: &[Row], wall: f64, device: Device) -> String {
-    let mut s = format!("# Conformance summary\n\n{} trials on {device} in {wall:.1}s\n\n", rows.len());
-    s.push_str("| trial | verdict | max abs diff | first divergence | time (s) | note |\n|---|---|---|---|---|---|\n");
-    for r in rows {
-        let o = &r.outcome;
-        let note = match o.status {
-            Status::Pass => String::new(),
-            _ => first_line(&o.message).replace('|', "\\|"),
-        };
-        let _ = writeln!(
-            s,
-            "| `{}` | {} | {} | {} | {:.2} | {} |",
-            r.name,
-            o.status.name(),
-            o.max_abs_diff.map_or_else(|| "-".into(), |d| format!("{d:.2e}")),
-            o.first_divergence.map_or_else(|| "-".into(), |d| d.to_string()),
-            r.seconds,
-            note
-        );
-    }
-    s
-}
-
 fn json(rows: &[Row], wall: f64, device: Device) -> String {
     let trials: Vec<serde_json::Value> = rows
         .iter()
@@ -82,6 +64,10 @@ fn json(rows: &[Row], wall: f64, device: Device) -> String {
                 "verdict": r.outcome.status.name(),
                 "max_abs_diff": r.outcome.max_abs_diff,
                 "first_divergence": r.outcome.first_divergence,
+                "accuracy_delta_points": match r.outcome.detail.as_deref() {
+                    Some(Detail::Accuracy(a)) => Some(a.delta_points),
+                    _ => None,
+                },
                 "seconds": r.seconds,
                 "message": r.outcome.message,
             })
@@ -181,14 +167,18 @@ mod tests {
         let root = suite("ok", &[("a.yaml", SKIPPED)]);
         let (r, md, json, junit) = run(&root);
         assert!(r.is_ok(), "{r:?}");
-        assert!(md.contains("| `a/text/default/f32/L4` | SKIP |"), "{md}");
+        assert!(md.starts_with("## Conformance: ✅ PASS: 0 failed · 2 skipped (2 trials on cpu,"), "{md}");
+        assert!(md.contains("| a · text | L4 ➖ L5 ➖ |"), "{md}");
         assert_eq!((json["total"].as_u64(), json["failed"].as_u64()), (Some(2), Some(0)));
         assert!(junit.contains("tests=\"2\" failures=\"0\""), "{junit}");
 
         let root_bad = suite("bad", &[("a.yaml", SKIPPED), ("b.yaml", "model_id: m\nbogus: <&>\n")]);
         let (r, md, json, junit) = run(&root_bad);
         assert!(r.is_err());
-        assert!(md.contains("| `b/case` | FAIL |"), "{md}");
+        assert!(md.starts_with("## Conformance: ❌ FAIL: 1 failed · 2 skipped"), "{md}");
+        assert!(md.contains("<summary>❌ b/case: the case does not load:</summary>"), "{md}");
+        let html = std::fs::read_to_string(root_bad.join("report/index.html")).unwrap();
+        assert!(html.contains("data-status=\"FAIL\"><h3>b/case"), "{html}");
         assert_eq!(json["failed"].as_u64(), Some(1));
         assert!(junit.contains("<failure message=") && junit.contains("&lt;&amp;&gt;"), "{junit}");
         let _ = std::fs::remove_dir_all(root);
