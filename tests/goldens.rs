@@ -12,6 +12,7 @@ fn run(vocab: usize) -> ReferenceRun {
         input_ids: vec![2, 40, 41],
         input_hash: Inputs::from_token_ids(&[2, 40, 41]).hash(),
         prefill_logits: logits(0),
+        prefill_logits_f64: Some(logits(0).iter().enumerate().map(|(i, &x)| x as f64 + (i % 5) as f64 * 1e-7).collect()),
         generated_tokens: vec![5, 6, 1],
         step_logits: vec![logits(0), logits(1), logits(2)],
         generated_text: "hi".into(),
