@@ -60,6 +60,24 @@ fn small_vocabularies_inline_the_full_logits_and_round_trip_exactly() {
 }
 
 #[test]
+fn the_reference_noise_floor_is_recorded_and_optional() {
+    let d = dir("noise");
+    let mut r = run(512);
+    let paths = GoldenPaths::new(&d, "causal-lm", "n");
+    write_all(&paths, &golden::from_reference(&r, "m", "p", 3, "n.logits.safetensors").unwrap());
+    let n = PrefillGolden::load(&paths.prefill).unwrap().reference_noise.expect("noise recorded");
+    // |f32 - f64| is (i % 5) * 1e-7 (to f32 rounding of the logits themselves): max 4e-7, median 2e-7.
+    assert!((n.max.0 - 4e-7).abs() < 1e-9 && (n.p50.0 - 2e-7).abs() < 1e-9 && (n.p99.0 - 4e-7).abs() < 1e-9, "{n:?}");
+    // A float64 run of another length is refused; none at all gives a golden without noise (judged by atol/rtol).
+    r.prefill_logits_f64 = Some(vec![0.0; 3]);
+    assert!(golden::from_reference(&r, "m", "p", 3, "n.logits.safetensors").unwrap_err().to_string().contains("float64"));
+    r.prefill_logits_f64 = None;
+    let files = golden::from_reference(&r, "m", "p", 3, "n.logits.safetensors").unwrap();
+    assert!(!String::from_utf8_lossy(&files.prefill).contains("reference_noise"));
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
 fn large_vocabularies_use_a_safetensors_sidecar() {
     let d = dir("sidecar");
     let r = run(262_144);
