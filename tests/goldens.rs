@@ -12,6 +12,7 @@ fn run(vocab: usize) -> ReferenceRun {
         input_ids: vec![2, 40, 41],
         input_hash: Inputs::from_token_ids(&[2, 40, 41]).hash(),
         prefill_logits: logits(0),
+        prefill_logits_f64: Some(logits(0).iter().enumerate().map(|(i, &x)| x as f64 + (i % 5) as f64 * 1e-7).collect()),
         generated_tokens: vec![5, 6, 1],
         step_logits: vec![logits(0), logits(1), logits(2)],
         generated_text: "hi".into(),
@@ -55,6 +56,24 @@ fn small_vocabularies_inline_the_full_logits_and_round_trip_exactly() {
     assert_eq!((generation.generated_tokens.clone(), generation.steps.len()), (vec![5, 6, 1], 3));
     // Deterministic bytes: regenerating gives the same files (what makes `regen-goldens` print UNCHANGED).
     assert_eq!(golden::from_reference(&r, "m", "p", 3, "x.logits.safetensors").unwrap(), files);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
+fn the_reference_noise_floor_is_recorded_and_optional() {
+    let d = dir("noise");
+    let mut r = run(512);
+    let paths = GoldenPaths::new(&d, "causal-lm", "n");
+    write_all(&paths, &golden::from_reference(&r, "m", "p", 3, "n.logits.safetensors").unwrap());
+    let n = PrefillGolden::load(&paths.prefill).unwrap().reference_noise.expect("noise recorded");
+    // |f32 - f64| is (i % 5) * 1e-7 (to f32 rounding of the logits themselves): max 4e-7, median 2e-7.
+    assert!((n.max.0 - 4e-7).abs() < 1e-9 && (n.p50.0 - 2e-7).abs() < 1e-9 && (n.p99.0 - 4e-7).abs() < 1e-9, "{n:?}");
+    // A float64 run of another length is refused; none at all gives a golden without noise (judged by atol/rtol).
+    r.prefill_logits_f64 = Some(vec![0.0; 3]);
+    assert!(golden::from_reference(&r, "m", "p", 3, "n.logits.safetensors").unwrap_err().to_string().contains("float64"));
+    r.prefill_logits_f64 = None;
+    let files = golden::from_reference(&r, "m", "p", 3, "n.logits.safetensors").unwrap();
+    assert!(!String::from_utf8_lossy(&files.prefill).contains("reference_noise"));
     std::fs::remove_dir_all(d).unwrap();
 }
 

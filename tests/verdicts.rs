@@ -1,7 +1,7 @@
 //! Every verdict path, driven with crafted logits and goldens (no ONNX Runtime involved).
 
 use mobius_conformance::case::{Dtype, Level};
-use mobius_conformance::golden::{GenerationGolden, Hex, PrefillGolden, StepTop};
+use mobius_conformance::golden::{GenerationGolden, Hex, Noise, PrefillGolden, StepTop};
 use mobius_conformance::logits::TopK;
 use mobius_conformance::tolerance::Tolerance;
 use mobius_conformance::verdict::{DivergenceKind, Verdict, judge_generation, judge_prefill};
@@ -35,6 +35,7 @@ fn prefill_golden(r: &[f32]) -> PrefillGolden {
         last_logits: Some(r.iter().map(|&x| Hex(x as f64)).collect()),
         last_logits_file: None,
         provenance: None,
+        reference_noise: None,
         component_norms: None,
         component_shapes: None,
     }
@@ -223,4 +224,54 @@ fn staleness_by_hash_prompt_or_ids() {
     assert!(staleness(None, Some("Describe this image."), &[], "Describe this image in detail.", &inputs).unwrap().contains("prompt"));
     assert!(staleness(None, None, &[2, 10], "p", &inputs).unwrap().contains("input ids"));
     assert_eq!(staleness(None, None, &[2, 10, 11], "p", &inputs), None);
+}
+
+/// A golden that records the reference's float32-vs-float64 noise (p50 1e-6, p99 4e-6, max 1e-5).
+fn noisy_golden(r: &[f32]) -> PrefillGolden {
+    PrefillGolden { reference_noise: Some(Noise { max: Hex(1e-5), p50: Hex(1e-6), p99: Hex(4e-6) }), ..prefill_golden(r) }
+}
+
+#[test]
+fn noise_policy_judges_in_multiples_of_the_reference_noise_not_atol() {
+    let r = reference();
+    let mut tol = f32_l4();
+    (tol.noise_multiple_p50, tol.noise_multiple_p99, tol.noise_multiple_max) = (100.0, 100.0, 100.0);
+    // 2e-4 everywhere: over atol 1e-4, but 200x the p50 noise and 50x the p99: fails on p50 alone.
+    let got: Vec<f32> = r.iter().map(|x| x + 2e-4).collect();
+    let rep = judge_prefill(&got, &noisy_golden(&r), Some(&r), &tol);
+    assert_eq!(rep.verdict, Verdict::Fail, "{:?}", rep.reasons);
+    let n = rep.noise.unwrap();
+    assert!((n.multiple[0] - 200.0).abs() < 1.0 && (n.multiple[1] - 50.0).abs() < 1.0, "{n:?}");
+    assert!(rep.reasons.iter().any(|x| x.contains("p50 |diff|") && x.contains("limit 100x")), "{:?}", rep.reasons);
+    assert!(!rep.reasons.iter().any(|x| x.contains("atol")), "atol/rtol must not judge a golden with noise: {:?}", rep.reasons);
+    // The same error judged with a looser multiple passes, though it breaks atol 1e-4: the policy, not atol, decides.
+    tol.noise_multiple_p50 = 400.0;
+    let rep = judge_prefill(&got, &noisy_golden(&r), Some(&r), &tol);
+    assert_eq!(rep.verdict, Verdict::Pass, "{:?}", rep.reasons);
+    assert!(rep.noise.unwrap().score <= 1.0);
+    // One element far off moves only the max.
+    let mut spike = r.clone();
+    spike[3] += 0.05;
+    let rep = judge_prefill(&spike, &noisy_golden(&r), Some(&r), &tol);
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert!(rep.reasons.iter().any(|x| x.contains("max |diff| 5.000e-2")), "{:?}", rep.reasons);
+}
+
+#[test]
+fn noise_floor_is_at_least_half_an_ulp_and_scales_with_the_dtype() {
+    let r = reference();
+    let zero = PrefillGolden { reference_noise: Some(Noise { max: Hex(0.0), p50: Hex(0.0), p99: Hex(0.0) }), ..prefill_golden(&r) };
+    let mut tol = f32_l4();
+    let rep = judge_prefill(&r, &zero, Some(&r), &tol);
+    let n = rep.noise.unwrap();
+    // Largest |logit| 3.0: half an ulp is 3 * 2^-24.
+    assert!((n.floor[0] - 3.0 * f64::from(f32::EPSILON) / 2.0).abs() < 1e-15, "{n:?}");
+    assert_eq!(rep.verdict, Verdict::Pass);
+    tol.noise_dtype_scale = 8192.0;
+    let n16 = judge_prefill(&r, &zero, Some(&r), &tol).noise.unwrap();
+    assert!((n16.floor[2] / n.floor[2] - 8192.0).abs() < 1e-9);
+    // NaN from the package is the worst there is.
+    let mut nan = r.clone();
+    nan[0] = f32::NAN;
+    assert_eq!(judge_prefill(&nan, &noisy_golden(&r), Some(&r), &f32_l4()).verdict, Verdict::Fail);
 }

@@ -64,6 +64,10 @@ pub struct CaseSpec {
     /// files elsewhere on the machine by accident.
     #[serde(default)]
     pub external_paths: bool,
+    /// The command that builds this case's packages and reference when they are not in the checkout (the real
+    /// tier: `cargo xtask real`). A trial whose package is absent then skips naming it, and fails under CI.
+    #[serde(default)]
+    pub build_command: Option<String>,
 }
 
 /// An expected failure, in the case file where everyone sees it. Empty filters match every value.

@@ -52,6 +52,27 @@ pub struct Provenance {
     pub weights: Option<String>,
 }
 
+/// How far the reference's own float32 run sits from the same model run in float64 on the same inputs: the statistics
+/// of |f32 - f64| over the last-position logits. The tolerance policy judges a package in multiples of it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Noise {
+    pub max: Hex,
+    /// Median.
+    pub p50: Hex,
+    /// 99th percentile.
+    pub p99: Hex,
+}
+
+impl Noise {
+    /// The statistics of `|a - b|` (max, median, 99th percentile; nearest rank).
+    pub fn between(a: &[f32], b: &[f64]) -> Noise {
+        let d: Vec<f64> = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y).abs()).collect();
+        let [max, p50, p99] = crate::logits::spread(&d);
+        Noise { max: Hex(max), p50: Hex(p50), p99: Hex(p99) }
+    }
+}
+
 /// L4: the reference's prefill, last position.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +96,9 @@ pub struct PrefillGolden {
     pub last_logits_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// The reference's float32 noise against float64 (goldens without it are judged by atol/rtol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_noise: Option<Noise>,
     /// mobius' multimodal goldens carry these; they are kept, not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component_norms: Option<serde_json::Value>,
@@ -256,6 +280,8 @@ pub struct ReferenceRun {
     pub input_ids: Vec<i64>,
     pub input_hash: String,
     pub prefill_logits: Vec<f32>,
+    /// The same prefill by the reference in float64, when it was run (for the noise floor).
+    pub prefill_logits_f64: Option<Vec<f64>>,
     pub generated_tokens: Vec<i64>,
     /// Last-position logits at each generation step (step 0 is the prefill).
     pub step_logits: Vec<Vec<f32>>,
@@ -296,6 +322,11 @@ pub fn from_reference(run: &ReferenceRun, model_id: &str, prompt: &str, max_new_
         last_logits: inline.then(|| hexes(last)),
         last_logits_file: (!inline).then(|| sidecar_name.to_string()),
         provenance: Some(run.provenance.clone()),
+        reference_noise: match &run.prefill_logits_f64 {
+            Some(x) if x.len() == last.len() => Some(Noise::between(last, x)),
+            Some(x) => bail!("the reference's float64 prefill has {} logits, its float32 one {}", x.len(), last.len()),
+            None => None,
+        },
         component_norms: None,
         component_shapes: None,
     };

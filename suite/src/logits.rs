@@ -118,6 +118,17 @@ pub fn compare(got: &[f32], want: &[f32], atol: f64, rtol: f64) -> Comparison {
     c
 }
 
+/// max, median and 99th percentile (nearest rank) of non-negative values; NaN counts as +inf.
+pub fn spread(d: &[f64]) -> [f64; 3] {
+    if d.is_empty() {
+        return [0.0; 3];
+    }
+    let mut v: Vec<f64> = d.iter().map(|&x| if x.is_nan() { f64::INFINITY } else { x }).collect();
+    v.sort_unstable_by(f64::total_cmp);
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    [v[v.len() - 1], rank(0.5), rank(0.99)]
+}
+
 /// How many of `want`'s ids are among `got`'s.
 pub fn overlap(got: &[i64], want: &[i64]) -> usize {
     want.iter().filter(|id| got.contains(id)).count()
@@ -133,6 +144,14 @@ mod tests {
         assert_eq!(t.ids, vec![1, 2, 4]);
         assert_eq!(t.margin(), 0.0);
         assert_eq!(argmax(&[1.0, 3.0, 3.0]), 1);
+    }
+
+    #[test]
+    fn spread_is_max_median_p99() {
+        let d: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(spread(&d), [200.0, 100.0, 198.0]);
+        assert_eq!(spread(&[f64::NAN, 1.0]), [f64::INFINITY, 1.0, f64::INFINITY]);
+        assert_eq!(spread(&[]), [0.0; 3]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod svg;
 
 use std::fmt::Write;
 
-use crate::verdict::{DivergenceKind, GenerationReport, PrefillReport};
+use crate::verdict::{DivergenceKind, GenerationReport, PrefillReport, STATS};
 
 /// What a rendered report needs beyond the verdict: names, paths and token text.
 pub struct Context<'a> {
@@ -52,6 +52,11 @@ pub fn prefill(ctx: &Context, r: &PrefillReport) -> String {
         );
     } else {
         let _ = writeln!(s, "  vector:   golden has only its top-10 logits; top-10 overlap {}/10", r.top10_overlap);
+    }
+    if let Some(n) = &r.noise {
+        let stat =
+            |i: usize| format!("{} {:.3e} = {:.1}x floor {:.3e} (limit {}x)", STATS[i], n.diff[i], n.multiple[i], n.floor[i], n.limit[i]);
+        let _ = writeln!(s, "  noise:    score {:.4} (<= 1 passes): {}; {}; {}", n.score, stat(0), stat(1), stat(2));
     }
     let _ = writeln!(s, "  policy:   {} [{}]", r.tolerance, ctx.policy_source);
     let _ = writeln!(s, "  golden:   {}", ctx.golden_file);

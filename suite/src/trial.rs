@@ -411,6 +411,16 @@ impl Trial<'_> {
             Location::Hub(_) => location.resolve("genai_config.json").map_err(|e| Outcome::skip(format!("model absent: {e}")))?,
             Location::Local(p) => p.clone(),
         };
+        if let Some(build) = spec.build_command.as_deref()
+            && !package.exists()
+        {
+            let msg = format!("package {} is not built; build it with `{build}`", self.rel(&package));
+            return Err(if std::env::var_os("CI").is_some() {
+                Outcome::fail(format!("{}: {msg} (CI is set: the real tier must run)", self.name))
+            } else {
+                Outcome::skip(msg)
+            });
+        }
         Ok((provider, package))
     }
 

