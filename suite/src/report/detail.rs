@@ -197,7 +197,7 @@ pub fn accuracy(metric: &'static str, r: &GateReport) -> Accuracy {
         reference: r.reference,
         got: r.got,
         delta_points: r.delta_points,
-        max_delta_points: r.max_delta_points,
+        max_delta_points: r.policy.max_delta_points,
         n: r.n,
         max_loglik_diff: r.max_loglik_diff,
         flips: r.flips.clone(),
