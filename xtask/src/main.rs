@@ -14,34 +14,55 @@ mod venv;
 
 use std::process::ExitCode;
 
-const HELP: &str = "\
-cargo xtask <task> [options]
-
-Tasks:
+/// Each task and its help, in the order `cargo xtask` lists them; `cargo xtask <task> --help` prints one.
+const TASKS: &[(&str, &str)] = &[
+    (
+        "fixtures",
+        "\
   fixtures [--only NAME ...] [--hf-only]
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
       with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
       quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
       just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
-
+",
+    ),
+    (
+        "regen-goldens",
+        "\
   regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
-      Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/.
+      Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/ of the
+      suite root (--root, else MOBIUS_SUITE_ROOT, else this repository).
       Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
       overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
       cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
       --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
-
+",
+    ),
+    (
+        "ci",
+        "\
   ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
-      Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
+      Run every trial (in parallel) and write the reviewer's reports: DIR/summary.md (the verdict with its
+      counts, each failure's full message, the case x modality x EP/dtype matrix, every trial's numbers, the
+      skips by reason: post it as a pull request's summary), DIR/index.html (the same as one self-contained
+      page with a plot per trial; open it in a browser), DIR/summary.json and DIR/junit.xml.
       Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
-
+",
+    ),
+    (
+        "mutants",
+        "\
   mutants [--json FILE] [--only NAME ...] [--keep DIR]
       The suite's self-test: derive broken copies of the fixture packages (same-length byte patches, each a bug
       class that shipped in a real export), run the suite against each in a scratch suite root, and print which
       trial caught it with the measured difference. Exits non-zero if a mutant survives or an unpatched variant
       of the same cases fails. --keep lays the scratch roots out in DIR and keeps them.
-
+",
+    ),
+    (
+        "bench",
+        "\
   bench [--json FILE] [--repeats N] [--pairs N] [--tokens N] [--skip-python] [--only SECTION,...]
       Measure the suite against the tools people use, in one run on the same packages: decode tokens/s of the
       suite's greedy loop vs onnxruntime-genai 0.18 and a plain Python onnxruntime loop, in N interleaved pairs
@@ -49,24 +70,55 @@ Tasks:
       onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX Runtime's own
       run time; wall time at 1x, 2x and 4x the cases; peak memory and the session cache's use. Medians with
       min and max. Sections: decode, prefill, gate, overhead, scaling.
-
+",
+    ),
+    (
+        "gpu-check",
+        "\
   gpu-check [--device cuda:<id>]
       On a machine with an NVIDIA GPU: every trial on CUDA (strict, TF32 off) and the CUDA part of the bench,
       with one summary. Non-zero exit when a trial fails or CUDA does not start.
-
+",
+    ),
+    (
+        "venv",
+        "\
   venv
       Create or update the reference venv (target/reference-venv, or MOBIUS_REFERENCE_VENV) from the hash-locked
       xtask/reference/requirements.lock and print its path.
+",
+    ),
+];
+
+const FOOTER: &str = "\
+Suite roots: a suite root holds cases/ (the case YAMLs, and cases/tolerances.yaml), goldens/ (written by
+regen-goldens) and the data the cases name (models, packages, task data). The default root is this repository;
+MOBIUS_SUITE_ROOT or --root names another (ci, regen-goldens; the harness reads MOBIUS_SUITE_ROOT).
 
 Run the suite itself with `cargo test -p harness --test conformance`.
 ";
 
+fn help() -> String {
+    let tasks: String = TASKS.iter().map(|(_, h)| format!("{h}\n")).collect();
+    format!("cargo xtask <task> [options]     (cargo xtask <task> --help: one task)\n\nTasks:\n{tasks}{FOOTER}")
+}
+
+fn task_help(task: &str) -> Option<String> {
+    TASKS.iter().find(|(n, _)| *n == task).map(|(_, h)| format!("cargo xtask {}", h.trim_start()))
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((task, rest)) = args.split_first() else {
-        print!("{HELP}");
+        print!("{}", help());
         return ExitCode::SUCCESS;
     };
+    if rest.iter().any(|a| a == "--help" || a == "-h")
+        && let Some(h) = task_help(task)
+    {
+        print!("{h}");
+        return ExitCode::SUCCESS;
+    }
     let result = match task.as_str() {
         "fixtures" => regen::fixtures(rest),
         "regen-goldens" => regen::regen_goldens(rest),
@@ -75,11 +127,14 @@ fn main() -> ExitCode {
         "bench" => bench::bench(rest),
         "gpu-check" => gpu::gpu_check(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),
-        "help" | "--help" | "-h" => {
-            print!("{HELP}");
-            Ok(())
-        }
-        other => Err(format!("unknown task `{other}`\n\n{HELP}")),
+        "help" | "--help" | "-h" => match rest.first() {
+            Some(t) => task_help(t).map(|h| print!("{h}")).ok_or_else(|| format!("unknown task `{t}`\n\n{}", help())),
+            None => {
+                print!("{}", help());
+                Ok(())
+            }
+        },
+        other => Err(format!("unknown task `{other}`\n\n{}", help())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,5 +142,21 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_has_its_own_help_and_is_dispatched() {
+        let src = include_str!("main.rs");
+        for (name, h) in TASKS {
+            assert!(h.trim_start().starts_with(name), "{name}: {h}");
+            assert!(src.contains(&format!("\"{name}\" => ")), "{name} is listed but not dispatched");
+            assert!(task_help(name).unwrap().starts_with(&format!("cargo xtask {name}")));
+        }
+        assert!(help().contains("MOBIUS_SUITE_ROOT"));
     }
 }

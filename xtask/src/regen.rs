@@ -178,7 +178,7 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
     if std::env::var_os("CI").is_some() && !opts.allow_ci {
         return Err("refusing to write goldens under CI (CI is set): goldens are reviewed changes; pass --allow-ci to override".into());
     }
-    let root = opts.root.clone().unwrap_or_else(workspace_root);
+    let root = opts.root.clone().or_else(|| std::env::var_os("MOBIUS_SUITE_ROOT").map(PathBuf::from)).unwrap_or_else(workspace_root);
     let suite = Suite::open(&root);
     let work = target_dir().join("regen-goldens").join(std::process::id().to_string());
     let _ = std::fs::remove_dir_all(&work);
