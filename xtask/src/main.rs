@@ -9,6 +9,7 @@ mod bench;
 mod ci;
 mod gpu;
 mod mutants;
+mod new_case;
 mod regen;
 mod venv;
 
@@ -37,6 +38,20 @@ const TASKS: &[(&str, &str)] = &[
       overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
       cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
       --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
+",
+    ),
+    (
+        "new-case",
+        "\
+  new-case --hf HF_DIR --package PACKAGE --prompt TEXT [--name NAME] [--task DIR] [--ep EP] [--dtype DTYPE]
+           [--tokenizer DIR] [--max-new-tokens N] [--root SUITE_DIR] [--no-run] [--force]
+      Scaffold a case for a new model and take it to its first trials in one command: write
+      cases/<task>/<name>.yaml (HF_DIR: a Hugging Face model folder with config.json and its weights;
+      PACKAGE: an ONNX Runtime GenAI package folder or hf://org/repo[@rev][/subfolder]), run regen-goldens for
+      it, report the golden's smallest top1-top2 margin (and what to do when that is near a tie), then run the
+      case's trials. Defaults: --name from the HF folder, --task causal-lm, --ep and --dtype from a package
+      folder named <ep>-<dtype> (else default, f32), --max-new-tokens 16. --no-run stops after the goldens;
+      --force overwrites an existing case file and its goldens.
 ",
     ),
     (
@@ -93,7 +108,7 @@ const TASKS: &[(&str, &str)] = &[
 const FOOTER: &str = "\
 Suite roots: a suite root holds cases/ (the case YAMLs, and cases/tolerances.yaml), goldens/ (written by
 regen-goldens) and the data the cases name (models, packages, task data). The default root is this repository;
-MOBIUS_SUITE_ROOT or --root names another (ci, regen-goldens; the harness reads MOBIUS_SUITE_ROOT).
+MOBIUS_SUITE_ROOT or --root names another (ci, regen-goldens, new-case; the harness reads MOBIUS_SUITE_ROOT).
 
 Run the suite itself with `cargo test -p harness --test conformance`.
 ";
@@ -122,6 +137,7 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "fixtures" => regen::fixtures(rest),
         "regen-goldens" => regen::regen_goldens(rest),
+        "new-case" => new_case::new_case(rest),
         "ci" => ci::ci(rest),
         "mutants" => mutants::mutants(rest),
         "bench" => bench::bench(rest),
