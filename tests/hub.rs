@@ -46,8 +46,24 @@ fn absent_model_says_what_is_missing_and_how_to_fetch_it() {
     let r = HubRef::parse("hf://acme/tiny-onnx@main/cuda-fp16").unwrap().unwrap();
     let e = r.resolve_in(&cache, "genai_config.json").unwrap_err().to_string();
     assert!(e.contains("hf://acme/tiny-onnx@main/cuda-fp16") && e.contains("cuda-fp16/genai_config.json"), "{e}");
-    assert!(e.contains("huggingface-cli download acme/tiny-onnx --revision main --include 'cuda-fp16/*'"), "{e}");
+    // huggingface_hub 1.x (which the reference venv pins) has `hf`; `huggingface-cli download` fails there.
+    assert!(e.contains("`hf download acme/tiny-onnx --revision main --include 'cuda-fp16/*'`"), "{e}");
     let other = HubRef::parse("hf://acme/other").unwrap().unwrap();
     assert!(other.resolve_in(&cache, "genai_config.json").is_err());
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_cache_is_found_as_huggingface_hub_finds_it() {
+    use mobius_conformance::hub::cache_dir;
+    use std::path::PathBuf;
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string())
+    }
+    let all = [("HF_HUB_CACHE", "/c"), ("HUGGINGFACE_HUB_CACHE", "/old"), ("HF_HOME", "/h"), ("XDG_CACHE_HOME", "/x")];
+    assert_eq!(cache_dir(env(&all)), PathBuf::from("/c"));
+    assert_eq!(cache_dir(env(&all[1..])), PathBuf::from("/old"));
+    assert_eq!(cache_dir(env(&[("HF_HUB_CACHE", ""), ("HF_HOME", "/h")])), PathBuf::from("/h/hub"));
+    assert_eq!(cache_dir(env(&all[3..])), PathBuf::from("/x/huggingface/hub"));
+    assert!(cache_dir(env(&[])).ends_with(".cache/huggingface/hub"));
 }

@@ -1,7 +1,7 @@
 //! Packages on the Hugging Face Hub: `hf://<org>/<repo>[@<revision>][/<subfolder>]`, resolved through the local
-//! hub cache (`HF_HOME`, else `~/.cache/huggingface/hub`), the same one Python's `huggingface_hub` fills.
+//! hub cache, found as Python's `huggingface_hub` finds it (see [`cache_dir`]), so both read and fill the same one.
 //!
-//! Resolution is offline by default: the suite reads what `huggingface-cli download` (or an earlier run) left in the
+//! Resolution is offline by default: the suite reads what `hf download` (or an earlier run) left in the
 //! cache. Downloading is allowed only when the suite is built with the `hub-download` feature, `MOBIUS_HF_DOWNLOAD=1`
 //! is set and `HF_HUB_OFFLINE` is not `1`; then the subfolder's files are fetched into the same cache.
 
@@ -59,7 +59,7 @@ impl HubRef {
             Some(p) => Ok(p.parent().map(Path::to_path_buf).unwrap_or(p)),
             None => bail!(
                 "{self} is not in the Hugging Face cache at {} (looked for {file}); fetch it with \
-                 `huggingface-cli download {} --revision {}{}`, or set HF_HOME to the cache that has it",
+                 `hf download {} --revision {}{}`, or set HF_HUB_CACHE (or HF_HOME) to the cache that has it",
                 cache.path().display(),
                 self.repo,
                 self.revision,
@@ -68,9 +68,9 @@ impl HubRef {
         }
     }
 
-    /// Resolves against the environment's cache (`HF_HOME`), downloading first when that is allowed.
+    /// Resolves against the environment's cache ([`cache_dir`]), downloading first when that is allowed.
     pub fn resolve(&self, marker: &str) -> Result<PathBuf> {
-        let cache = Cache::from_env();
+        let cache = Cache::new(cache_dir(|k| std::env::var(k).ok()));
         match self.resolve_in(&cache, marker) {
             Err(e) if download_allowed() => {
                 self.download().map_err(|d| Error::new(format!("{e}\n  downloading it failed: {d}")))?;
@@ -84,7 +84,7 @@ impl HubRef {
     fn download(&self) -> Result<()> {
         use hf_hub::api::sync::ApiBuilder;
         let err = |e: hf_hub::api::sync::ApiError| Error::new(format!("{self}: {e}"));
-        let api = ApiBuilder::from_env().build().map_err(err)?;
+        let api = ApiBuilder::from_env().with_cache_dir(cache_dir(|k| std::env::var(k).ok())).build().map_err(err)?;
         let repo = api.repo(Repo::with_revision(self.repo.clone(), RepoType::Model, self.revision.clone()));
         let prefix = if self.subfolder.is_empty() { String::new() } else { format!("{}/", self.subfolder) };
         for file in repo.info().map_err(err)?.siblings.iter().filter(|s| s.rfilename.starts_with(&prefix)) {
@@ -97,6 +97,18 @@ impl HubRef {
     fn download(&self) -> Result<()> {
         bail!("this build has no downloader: rebuild with `--features mobius-conformance/hub-download`")
     }
+}
+
+/// The hub cache folder, by `huggingface_hub`'s rules: `HF_HUB_CACHE` (or its older name `HUGGINGFACE_HUB_CACHE`),
+/// else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`. `env` reads a
+/// variable (empty counts as unset).
+pub fn cache_dir(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("HF_HUB_CACHE")
+        .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
+        .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| var("XDG_CACHE_HOME").map(|x| x.join("huggingface").join("hub")))
+        .unwrap_or_else(|| Cache::default().path().clone())
 }
 
 /// `MOBIUS_HF_DOWNLOAD=1` and not `HF_HUB_OFFLINE=1`.

@@ -44,6 +44,17 @@ impl Suite {
         Suite { root: root.to_path_buf(), cases_dir, goldens_dir, policy }
     }
 
+    /// ` --root <root>` when this suite is not the repository's own, for the commands a message prints.
+    pub fn root_option(&self) -> String {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        if canon(&self.root) == canon(&crate::bootstrap::workspace_root()) {
+            String::new()
+        } else {
+            let shown = self.root.to_string_lossy().replace('\\', "/");
+            if shown.contains(char::is_whitespace) { format!(" --root '{shown}'") } else { format!(" --root {shown}") }
+        }
+    }
+
     /// Every case file under `cases/`, sorted, each parsed on its own.
     pub fn load_cases(&self) -> Vec<std::result::Result<Arc<Case>, BrokenCase>> {
         let mut files = Vec::new();
@@ -350,13 +361,12 @@ struct Trial<'a> {
 
 impl Trial<'_> {
     fn regenerate(&self) -> String {
-        match self.level {
+        let level = match self.level {
             // Features and inputs are written with the case's goldens, whatever the level.
-            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy => {
-                format!("cargo xtask regen-goldens --case {} --force", self.case.name)
-            }
-            level => format!("cargo xtask regen-goldens --case {} --level {level} --force", self.case.name),
-        }
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy => String::new(),
+            level => format!(" --level {level}"),
+        };
+        format!("cargo xtask regen-goldens --case {}{level} --force{}", self.case.name, self.suite.root_option())
     }
 
     fn rel(&self, p: &Path) -> String {

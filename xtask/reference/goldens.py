@@ -64,7 +64,10 @@ ONNX Runtime's CPU kernel does in f32: W[n, k] = (q[n, k] - zp[n, k // block]) *
 A @ W^T with W in [N, K] = HF's [out, in] Linear layout. The quantized initializer `<name>_Q4` of the
 ONNX weight `<hf name>_t` (mobius stores Linear weights transposed as `<hf name>_t`) names the HF
 parameter; `<a>__<b>__<c>__axis_0__concat_t` (mobius' fused q/k/v projection in --ep cpu builds)
-is split back into a, b, c by their output sizes. Every table that a com.microsoft GatherBlockQuantized
+is split back into a, b, c by their output sizes. A Hugging Face checkpoint that fuses projections
+(FUSED; Phi-3's qkv_proj and gate_up_proj) while the ONNX model keeps them apart gets its fused
+parameter back by concatenating the parts' dequantized rows in order (q, k, v; gate, up); a graph that
+concatenates exactly those parts maps onto the fused parameter whole. Every table that a com.microsoft GatherBlockQuantized
 node gathers from (gather_axis 0, quantize_axis the last one: token embeddings [vocab, d]) is replaced
 likewise, as ONNX Runtime's CPU kernel computes it: T[v, d] = f32(q[v, d] - zp[v, d // block]) *
 scale[v, d // block] (int4 data: signed nibbles, zp 0 when absent; uint4: zp 0 when absent; uint8 with
@@ -455,6 +458,24 @@ def gather_block_quantized_table(onnx_path, n, inits):
     return name, "GatherBlockQuantized", T
 
 
+# Hugging Face checkpoints that fuse projections an exporter may keep apart: the HF parameter
+# `<module>.<fused>.weight` holds the rows of `<module>.<part>.weight` for each part, in this order
+# (Phi-3: qkv_proj = [q; k; v], gate_up_proj = [gate; up]; mobius splits qkv_proj, keeps gate_up_proj).
+FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def fused_part(hf, params):
+    """(fused HF name, index, part count) when the HF parameter `hf` does not exist but is one part of a
+    fused one that does (FUSED), else None."""
+    module, _, leaf = hf.rpartition(".")
+    parent, _, proj = module.rpartition(".")
+    for fused, parts in FUSED.items():
+        name = f"{parent}.{fused}.{leaf}" if parent else f"{fused}.{leaf}"
+        if proj in parts and name in params:
+            return name, parts.index(proj), len(parts)
+    return None
+
+
 def hf_names(onnx_name, op="MatMulNBits"):
     """The HF parameters behind a quantized ONNX weight, in row order. MatMulNBits (transposed Linear
     weights): `<hf>.weight_t` is one; `<hf1>__<hf2>__...__axis_0__concat_t` (mobius --ep cpu fuses q/k/v
@@ -487,19 +508,47 @@ def dequantize_into(model, onnx_path):
     weights = int4_weights(onnx_path)
     params = dict(model.named_parameters(remove_duplicate=False))
     new = {}
+    pieces = {}  # fused HF name -> {part index: dequantized rows}, for parts the ONNX model keeps apart
     for name, (op, W) in sorted(weights.items()):
         parts = hf_names(name, op)
-        for hf in parts:
-            if hf not in params:
+        fused = [None if hf in params else fused_part(hf, params) for hf in parts]
+        for hf, f in zip(parts, fused):
+            if hf not in params and f is None:
                 raise JobError(f"{onnx_path}: quantized weight {name!r} names no HF parameter {hf!r}")
             if hf in new:
                 raise JobError(f"{onnx_path}: HF parameter {hf} is quantized twice")
+        if any(fused):
+            targets = {f[0] for f in fused if f}
+            if len(parts) == 1:
+                target, index, _ = fused[0]
+                if index in pieces.setdefault(target, {}):
+                    raise JobError(f"{onnx_path}: part {parts[0]} of {target} is quantized twice")
+                pieces[target][index] = W
+                continue
+            # Parts concatenated in the graph (`a__b__c__axis_0__concat_t`) onto one fused HF parameter: the
+            # same rows in the same order, i.e. the fused parameter itself.
+            if len(targets) != 1 or [f and f[1] for f in fused] != list(range(fused[0][2])):
+                raise JobError(f"{onnx_path}: {name!r} concatenates {parts}, which are not the parts of one fused HF "
+                               f"parameter in order")
+            parts = [targets.pop()]
         rows = [params[hf].shape[0] for hf in parts]
         if any(params[hf].dim() != 2 or params[hf].shape[1] != W.shape[1] for hf in parts) or sum(rows) != W.shape[0]:
             raise JobError(f"{onnx_path}: {name} dequantizes to {W.shape}, HF "
                            f"{[(hf, tuple(params[hf].shape)) for hf in parts]}")
         for hf, part in zip(parts, np.split(W, np.cumsum(rows)[:-1], axis=0)):
             new[hf] = torch.from_numpy(np.ascontiguousarray(part))
+    for target, got in sorted(pieces.items()):
+        n = len(FUSED[target.rpartition(".")[0].rpartition(".")[2]])
+        if sorted(got) != list(range(n)):
+            raise JobError(f"{onnx_path}: fused HF parameter {target} has {n} parts, the ONNX model quantized "
+                           f"parts {sorted(got)} of them")
+        if target in new:
+            raise JobError(f"{onnx_path}: HF parameter {target} is quantized twice")
+        W = np.concatenate([got[i] for i in range(n)], axis=0)
+        if tuple(W.shape) != tuple(params[target].shape):
+            raise JobError(f"{onnx_path}: the parts of {target} dequantize to {W.shape}, HF has "
+                           f"{tuple(params[target].shape)}")
+        new[target] = torch.from_numpy(np.ascontiguousarray(W))
     for hf, W in new.items():
         ref = params[hf].detach().float()
         rel = float(torch.linalg.norm(W - ref) / torch.linalg.norm(ref).clamp_min(1e-30))

