@@ -5,6 +5,7 @@
 
 pub mod bootstrap;
 pub mod case;
+pub mod corpus;
 pub mod error;
 pub mod eval;
 pub mod gate;
@@ -23,6 +24,7 @@ pub mod scoring;
 pub mod sessions;
 pub mod snapshot;
 pub mod task;
+pub mod task_type;
 pub mod tokenizer;
 pub mod tolerance;
 pub mod trial;

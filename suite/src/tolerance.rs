@@ -221,6 +221,47 @@ impl Policy {
         Ok(Policy { entries, source: file.to_string() })
     }
 
+    /// Keeps only the entries that tighten the built-in numbers, for a policy file written for another suite (mobius'
+    /// `default_tolerances.yaml`): its int4 near-tie margin of 1.0 and match ratio of 0.7 would otherwise silently
+    /// loosen the suite's own. A case's `tolerance:` (or `min_token_match_ratio`) may still loosen, in the open. The
+    /// refused values are named in [`Policy::source`], which every verdict prints; they are also returned.
+    pub fn tighten_only(&mut self) -> Vec<String> {
+        let mut refused = Vec::new();
+        for ((level, dtype), o) in self.entries.iter_mut() {
+            let base = Tolerance::builtin(*level, *dtype);
+            let at = format!("{level}.{dtype}");
+            macro_rules! keep_if {
+                ($f:ident, $looser:expr) => {
+                    if let Some(v) = o.$f
+                        && $looser(v, base.$f)
+                    {
+                        refused.push(format!("{at}.{}={v} (the suite's is {})", stringify!($f), base.$f));
+                        o.$f = None;
+                    }
+                };
+            }
+            let bigger = |v: f64, b: f64| v > b;
+            let smaller = |v: f64, b: f64| v < b;
+            keep_if!(atol, bigger);
+            keep_if!(rtol, bigger);
+            keep_if!(near_tie_margin, bigger);
+            keep_if!(cosine_min, smaller);
+            keep_if!(min_token_match_ratio, smaller);
+            keep_if!(top10_overlap_min, |v: u32, b: u32| v < b);
+        }
+        self.source = if refused.is_empty() {
+            format!("{} (another suite's file: only values at least as tight as the suite's are taken; all were)", self.source)
+        } else {
+            format!(
+                "{} (another suite's file: only values at least as tight as the suite's are taken; not taken, as looser: {}; \
+                 a case's `tolerance:` may loosen)",
+                self.source,
+                refused.join(", ")
+            )
+        };
+        refused
+    }
+
     /// The numbers for one trial: built-in, then the policy file, then the case's overrides.
     /// Component trials (encoder features) are judged by the L4 numbers of their dtype.
     pub fn resolve(&self, level: Level, dtype: Dtype, case: Option<&ToleranceOverride>, case_min_ratio: Option<f64>) -> Tolerance {

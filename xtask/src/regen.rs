@@ -496,7 +496,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
                 }
             }
             Level::L5 => targets.push((paths.generation.clone(), files.generation.clone())),
-            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy => {}
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => {}
         }
     }
     for (path, bytes) in targets {
