@@ -73,7 +73,8 @@ fn class(s: Status) -> &'static str {
 }
 
 const STYLE: &str = "
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1100px;padding:16px 24px;color:#1f2328}
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1400px;padding:16px 24px;color:#1f2328}
+.scroll{overflow-x:auto}.matrix th{white-space:nowrap}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:24px 0 8px;border-bottom:1px solid #d0d7de}
 h3{font-size:15px;margin:0 0 6px;font-family:ui-monospace,monospace}
 .verdict{font-size:17px;padding:10px 12px;border-radius:6px;background:#dafbe1}.verdict.failed{background:#ffebe9}
@@ -129,7 +130,7 @@ pub fn page(trials: &[Finished], run: &Run) -> String {
     }
 
     let m = matrix::build(trials);
-    let _ = write!(s, "<h2>Matrix</h2><p>{}</p><table class=\"matrix\"><tr><th>case · modality</th>", legend());
+    let _ = write!(s, "<h2>Matrix</h2><p>{}</p><div class=\"scroll\"><table class=\"matrix\"><tr><th>case · modality</th>", legend());
     for c in &m.columns {
         let _ = write!(s, "<th>{}</th>", escape(c));
     }
@@ -155,7 +156,7 @@ pub fn page(trials: &[Finished], run: &Run) -> String {
         }
         s.push_str("</tr>");
     }
-    s.push_str("</table>");
+    s.push_str("</table></div>");
 
     let _ = write!(s, "<h2>Trials ({})</h2>", trials.len());
     // Failures first, then the rest in name order.
