@@ -14,6 +14,7 @@ pub mod golden;
 pub mod hexfloat;
 pub mod hub;
 pub mod inputs;
+pub mod lmeval;
 pub mod logits;
 pub mod onnx_bytes;
 pub mod package;

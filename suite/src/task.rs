@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result, bail};
 use crate::gate::GatePolicy;
+use crate::lmeval;
 use crate::tokenizer::TextTokenizer;
 
 /// A task file (`cases/tasks/<name>.yaml`).
@@ -34,11 +35,16 @@ pub struct TaskSpec {
     pub output_type: OutputType,
     /// Template over the document's fields: `{{question}}`.
     pub doc_to_text: String,
-    /// Multiple choice: the field holding the list of choices.
+    /// Multiple choice: the field holding the list of choices, a Jinja expression giving it (`"{{[a, b]}}"`), or
+    /// the list itself.
     #[serde(default)]
-    pub doc_to_choice: Option<String>,
-    /// The field holding the answer: the choice's index (multiple choice) or the expected string (generate_until).
-    pub doc_to_target: String,
+    pub doc_to_choice: Option<Choices>,
+    /// The answer: a field, a Jinja template, or a fixed index. Multiple choice: the choice's index (a string that
+    /// is a choice counts as that choice); generate_until: the expected string.
+    pub doc_to_target: Target,
+    /// Text before the few-shot examples (lm-eval's `description`; a Jinja template over the document).
+    #[serde(default)]
+    pub description: String,
     #[serde(default = "space")]
     pub target_delimiter: String,
     #[serde(default = "blank_line")]
@@ -68,6 +74,36 @@ pub struct TaskSpec {
     /// Only the first `limit` documents (lm-eval's `--limit`).
     #[serde(default)]
     pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Choices {
+    List(Vec<String>),
+    Field(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Target {
+    Index(u64),
+    Field(String),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Index(i) => write!(f, "{i}"),
+            Target::Field(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A document's answer as lm-eval reads `doc_to_target`: an index or a string.
+#[derive(Debug, Clone, PartialEq)]
+enum Answer {
+    Index(usize),
+    Text(String),
 }
 
 fn space() -> String {
@@ -123,6 +159,28 @@ fn max_gen_toks() -> usize {
     256
 }
 
+/// What a case says about a task it runs: where an lm-eval task file's data lives (else the Hugging Face hub
+/// cache), and overrides of its shots, metric, size and gate thresholds.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// A folder laid out like a dataset repository: `<dataset_name>/<split>-*.jsonl`, `data/<split>-*.jsonl`, ...
+    #[serde(default)]
+    pub data: Option<PathBuf>,
+    #[serde(default)]
+    pub num_fewshot: Option<usize>,
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub max_delta_points: Option<f64>,
+    #[serde(default)]
+    pub flip_alpha: Option<f64>,
+    #[serde(default)]
+    pub max_flipped_points: Option<f64>,
+}
+
 /// One document: its JSONL fields.
 pub type Doc = BTreeMap<String, serde_json::Value>;
 
@@ -171,14 +229,19 @@ pub type Loaded = std::sync::Arc<(Task, Vec<Item>)>;
 /// A task with its requests tokenized, shared by every variant's trial in the process (the same documents and
 /// tokenizer give the same requests; tokenizing a few hundred items per trial would cost more than scoring them).
 pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer) -> Result<Loaded> {
-    type Cache = std::sync::Mutex<std::collections::HashMap<(PathBuf, PathBuf), Loaded>>;
+    load_items_with(root, file, &Source::default(), tokenizer)
+}
+
+/// [`load_items`] with what the case says about the task.
+pub fn load_items_with(root: &Path, file: &str, source: &Source, tokenizer: &TextTokenizer) -> Result<Loaded> {
+    type Cache = std::sync::Mutex<std::collections::HashMap<(PathBuf, String, PathBuf), Loaded>>;
     static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
-    let key = (root.join(file), tokenizer.path.clone());
+    let key = (root.join(file), format!("{source:?}"), tokenizer.path.clone());
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(hit.clone());
     }
-    let task = Task::load(root, file)?;
+    let task = Task::load_with(root, file, source)?;
     let items = task.items(tokenizer)?;
     let loaded = std::sync::Arc::new((task, items));
     cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, loaded.clone());
@@ -186,10 +249,19 @@ pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer) -> Result<
 }
 
 impl Task {
-    /// Loads `file` (a task YAML) and its JSONL data; paths are relative to `root`.
+    /// Loads `file` (a task YAML: the suite's dialect, or an lm-eval task file) and its data; paths are relative
+    /// to `root`. An lm-eval file reads its dataset from the Hugging Face hub cache.
     pub fn load(root: &Path, file: &str) -> Result<Task> {
+        Task::load_with(root, file, &Source::default())
+    }
+
+    /// [`Task::load`] with what a case says about an lm-eval task file: where its data is, how many shots.
+    pub fn load_with(root: &Path, file: &str, source: &Source) -> Result<Task> {
         let path = root.join(file);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        if lmeval::is_lmeval(&text) {
+            return Task::load_lmeval(root, file, source);
+        }
         let spec: TaskSpec = serde_saphyr::from_str(&text).map_err(|e| Error::new(format!("{file}: {e}")))?;
         let name = spec.task.clone().unwrap_or_else(|| path.file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string());
         spec.validate(file)?;
@@ -208,6 +280,138 @@ impl Task {
         Ok(Task { name, file: file.to_string(), spec, docs, fewshot })
     }
 
+    fn load_lmeval(root: &Path, file: &str, source: &Source) -> Result<Task> {
+        let path = root.join(file);
+        let c = lmeval::load_config(&path, file)?;
+        if c.use_prompt.is_some() {
+            bail!("{file}: field `use_prompt` (promptsource) is not supported");
+        }
+        let text = lmeval::plain("doc_to_text", &c.doc_to_text, file)?;
+        let choice = lmeval::plain("doc_to_choice", &c.doc_to_choice, file)?;
+        let target = lmeval::plain("doc_to_target", &c.doc_to_target, file)?;
+        let process = lmeval::process_docs(&c, file)?;
+        let output_type = match c.output_type.as_deref().unwrap_or("generate_until") {
+            "multiple_choice" => OutputType::MultipleChoice,
+            "generate_until" => OutputType::GenerateUntil,
+            o => bail!("{file}: field `output_type` is `{o}`; the gate runs multiple_choice and generate_until"),
+        };
+        let supported: &[&str] = if output_type == OutputType::MultipleChoice { &["acc", "acc_norm"] } else { &["exact_match"] };
+        let metrics: Vec<String> = c.metric_list.iter().flatten().map(|m| m.metric.clone()).collect();
+        let metric_name = match &source.metric {
+            Some(m) => m.clone(),
+            None => metrics.iter().find(|m| supported.contains(&m.as_str())).cloned().unwrap_or_else(|| supported[0].to_string()),
+        };
+        if !metrics.is_empty() && !metrics.contains(&metric_name) {
+            bail!("{file}: metric `{metric_name}` is not in the task's `metric_list` ({})", metrics.join(", "));
+        }
+        let metric = match metric_name.as_str() {
+            "acc" => Metric::Acc,
+            "acc_norm" => Metric::AccNorm,
+            "exact_match" => Metric::ExactMatch,
+            m => bail!("{file}: metric `{m}` is not one the gate holds (acc, acc_norm, exact_match)"),
+        };
+        let fs = c.fewshot_config.clone().unwrap_or_default();
+        if fs.doc_to_text.is_some() || fs.doc_to_choice.is_some() || fs.doc_to_target.is_some() || fs.samples.is_some() {
+            bail!("{file}: `fewshot_config` with its own doc_to_* or samples is not supported");
+        }
+        if fs.process_docs.is_some() {
+            bail!("{file}: `fewshot_config.process_docs` is Python, which the suite cannot run");
+        }
+        let num_fewshot = source.num_fewshot.or(c.num_fewshot).unwrap_or(0);
+        if num_fewshot > 0 && fs.sampler.as_deref() != Some("first_n") {
+            bail!(
+                "{file}: {num_fewshot}-shot with sampler `{}` draws examples with Python's random generator; the gate \
+                 runs `fewshot_config: {{sampler: first_n}}` or 0-shot",
+                fs.sampler.as_deref().unwrap_or("default")
+            );
+        }
+        let test_split = c
+            .test_split
+            .clone()
+            .or(c.validation_split.clone())
+            .ok_or_else(|| Error::new(format!("{file}: neither `test_split` nor `validation_split`")))?;
+        let fewshot_split = fs.split.clone().or(c.fewshot_split.clone()).or(c.training_split.clone()).or(c.validation_split.clone());
+        let (answer_regex, generation_kwargs) = match output_type {
+            OutputType::MultipleChoice => (None, None),
+            OutputType::GenerateUntil => {
+                let kw: GenerationKwargs = match &c.generation_kwargs {
+                    Some(v) => {
+                        let until = match v.get("until") {
+                            Some(serde_json::Value::String(s)) => vec![s.clone()],
+                            Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                            _ => Vec::new(),
+                        };
+                        GenerationKwargs { until, max_gen_toks: v.get("max_gen_toks").and_then(|x| x.as_u64()).map_or(256, |x| x as usize) }
+                    }
+                    None => GenerationKwargs { until: vec!["\n\n".into()], max_gen_toks: 256 },
+                };
+                (regex_filter(c.filter_list.as_ref(), file)?, Some(kw))
+            }
+        };
+        let string = |v: Option<serde_json::Value>, field: &str| -> Result<String> {
+            match v {
+                Some(serde_json::Value::String(s)) => Ok(s),
+                None => bail!("{file}: no `{field}`"),
+                Some(o) => bail!("{file}: field `{field}` is {o}; the gate takes a field name or a Jinja template here"),
+            }
+        };
+        let doc_to_choice = match choice {
+            None => None,
+            Some(serde_json::Value::Array(a)) => Some(Choices::List(a.iter().map(|v| scalar(v).unwrap_or_default()).collect())),
+            Some(serde_json::Value::Object(m)) => Some(Choices::List(m.values().map(|v| scalar(v).unwrap_or_default()).collect())),
+            Some(v) => Some(Choices::Field(string(Some(v), "doc_to_choice")?)),
+        };
+        let doc_to_target = match target {
+            Some(serde_json::Value::Number(n)) if n.as_u64().is_some() => Target::Index(n.as_u64().unwrap_or_default()),
+            v => Target::Field(string(v, "doc_to_target")?),
+        };
+        let dataset = c.dataset_path.clone().unwrap_or_else(|| "json".into());
+        let spec = TaskSpec {
+            task: c.task.clone(),
+            test: format!("{dataset}:{test_split}"),
+            fewshot: fewshot_split.as_ref().map(|s| format!("{dataset}:{s}")),
+            output_type,
+            doc_to_text: string(text, "doc_to_text")?,
+            doc_to_choice,
+            doc_to_target,
+            description: c.description.clone().unwrap_or_default(),
+            target_delimiter: c.target_delimiter.clone().unwrap_or_else(space),
+            fewshot_delimiter: c.fewshot_delimiter.clone().unwrap_or_else(blank_line),
+            num_fewshot,
+            fewshot_sampler: Sampler::FirstN,
+            metric,
+            generation_kwargs,
+            answer_regex,
+            max_delta_points: source.max_delta_points,
+            flip_alpha: source.flip_alpha,
+            max_flipped_points: source.max_flipped_points,
+            limit: source.limit,
+        };
+        spec.validate(file)?;
+        let read = |split: &str| -> Result<Vec<Doc>> {
+            let files = lmeval::split_files(root, source.data.as_deref(), &c, split, file)?;
+            let docs = lmeval::read_docs(&files, file)?;
+            match process {
+                Some(f) => docs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| f(d).map_err(|e| e.context(format!("{file}: split `{split}` document {i}"))))
+                    .collect(),
+                None => Ok(docs),
+            }
+        };
+        let mut docs = read(&test_split)?;
+        if let Some(n) = source.limit {
+            docs.truncate(n);
+        }
+        let fewshot = match &fewshot_split {
+            Some(s) if num_fewshot > 0 => read(s)?,
+            _ => Vec::new(),
+        };
+        let name = c.task.clone().unwrap_or_else(|| path.file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string());
+        Ok(Task { name, file: file.to_string(), spec, docs, fewshot })
+    }
+
     /// The few-shot prefix of `doc`'s context (lm-eval's `first_n` sampler). When the few-shot split is the test
     /// split, `doc` itself (every copy of it, by equality) is left out of the pool first, as lm-eval does.
     pub fn fewshot_prefix(&self, doc: Option<&Doc>) -> Result<String> {
@@ -217,7 +421,10 @@ impl Task {
         if pool.len() < s.num_fewshot {
             bail!("{}: `num_fewshot` is {} but the few-shot pool has {} documents", self.file, s.num_fewshot, pool.len());
         }
-        let mut out = String::new();
+        let mut out = match (s.description.contains("{{"), doc) {
+            (true, Some(d)) => lmeval::render(&s.description, d).map_err(|e| e.context(format!("{}: field `description`", self.file)))?,
+            _ => s.description.clone(),
+        };
         for (i, d) in pool.into_iter().take(s.num_fewshot).enumerate() {
             let what = || format!("{}: few-shot document {i}", self.file);
             out.push_str(&s.text(d).map_err(|e| e.context(what()))?);
@@ -235,7 +442,8 @@ impl Task {
 
     /// Every document's request, tokenized.
     pub fn items(&self, tokenizer: &TextTokenizer) -> Result<Vec<Item>> {
-        let shared = if self.fewshot_is_test() { None } else { Some(self.fewshot_prefix(None)?) };
+        let per_doc = self.fewshot_is_test() || self.spec.description.contains("{{");
+        let shared = if per_doc { None } else { Some(self.fewshot_prefix(None)?) };
         self.docs
             .iter()
             .enumerate()
@@ -286,35 +494,64 @@ impl TaskSpec {
         }
     }
 
-    /// `doc_to_text`: a bare field name is that field's value (lm-eval's rule), else the template with every
-    /// `{{field}}` replaced by the document's value.
+    /// `doc_to_text`: a bare field name is that field's value (lm-eval's rule), else a Jinja template over the
+    /// document.
     pub fn text(&self, doc: &Doc) -> Result<String> {
         match doc.get(&self.doc_to_text) {
             Some(v) => scalar(v).ok_or_else(|| Error::new(format!("field `{}` (doc_to_text) is {v}, not a scalar", self.doc_to_text))),
-            None => render(&self.doc_to_text, doc),
+            None => lmeval::render(&self.doc_to_text, doc).map_err(|e| e.context("doc_to_text")),
         }
     }
 
+    /// `doc_to_choice`: a list field, an expression giving a list, or the list itself.
     fn choices(&self, doc: &Doc) -> Result<Vec<String>> {
-        let field = self.doc_to_choice.as_deref().unwrap_or_default();
-        let Some(serde_json::Value::Array(list)) = doc.get(field) else {
-            bail!("field `{field}` (doc_to_choice) is missing or not a list");
+        let list = match &self.doc_to_choice {
+            None => bail!("no `doc_to_choice`"),
+            Some(Choices::List(l)) => return Ok(l.clone()),
+            Some(Choices::Field(f)) => match doc.get(f) {
+                Some(v) => v.clone(),
+                None => lmeval::evaluate(f, doc).map_err(|e| e.context("doc_to_choice"))?.ok_or_else(|| {
+                    Error::new(format!("field `{f}` (doc_to_choice) is not in the document, nor one `{{{{ expression }}}}`"))
+                })?,
+            },
         };
-        list.iter().map(|v| scalar(v).ok_or_else(|| Error::new(format!("field `{field}` holds a non-scalar choice: {v}")))).collect()
+        let serde_json::Value::Array(list) = list else { bail!("doc_to_choice gives {list}, not a list") };
+        list.iter().map(|v| scalar(v).ok_or_else(|| Error::new(format!("doc_to_choice holds a non-scalar choice: {v}")))).collect()
     }
 
-    fn target(&self, doc: &Doc) -> Result<serde_json::Value> {
-        doc.get(&self.doc_to_target)
-            .cloned()
-            .ok_or_else(|| Error::new(format!("field `{}` (doc_to_target) is missing", self.doc_to_target)))
+    /// `doc_to_target` as lm-eval reads it: a field's value, a fixed index, or a rendered template, which is an
+    /// index when it is all digits and the task has choices.
+    fn target(&self, doc: &Doc) -> Result<Answer> {
+        let v = match &self.doc_to_target {
+            Target::Index(i) => return Ok(Answer::Index(*i as usize)),
+            Target::Field(f) => match doc.get(f) {
+                Some(v) => v.clone(),
+                None => {
+                    let s = lmeval::render(f, doc).map_err(|e| e.context("doc_to_target"))?;
+                    if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) && self.doc_to_choice.is_some() {
+                        return Ok(Answer::Index(s.parse().map_err(|_| Error::new(format!("doc_to_target gives {s:?}")))?));
+                    }
+                    return Ok(Answer::Text(s));
+                }
+            },
+        };
+        match &v {
+            serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(Answer::Index(n.as_u64().unwrap_or_default() as usize)),
+            _ => scalar(&v).map(Answer::Text).ok_or_else(|| Error::new(format!("field `{}` (doc_to_target) is {v}", self.doc_to_target))),
+        }
     }
 
-    /// The gold index of a multiple-choice document.
-    fn gold(&self, doc: &Doc, n: usize) -> Result<usize> {
-        let t = self.target(doc)?;
-        let i = t.as_u64().ok_or_else(|| Error::new(format!("field `{}` is {t}, expected a choice index", self.doc_to_target)))? as usize;
-        if i >= n {
-            bail!("field `{}` is {i} but there are {n} choices", self.doc_to_target);
+    /// The gold index of a multiple-choice document (a target string names its choice).
+    fn gold(&self, doc: &Doc, choices: &[String]) -> Result<usize> {
+        let i = match self.target(doc)? {
+            Answer::Index(i) => i,
+            Answer::Text(t) => choices
+                .iter()
+                .position(|c| *c == t)
+                .ok_or_else(|| Error::new(format!("doc_to_target `{}` gives {t:?}, which is not a choice", self.doc_to_target)))?,
+        };
+        if i >= choices.len() {
+            bail!("doc_to_target `{}` gives {i} but there are {} choices", self.doc_to_target, choices.len());
         }
         Ok(i)
     }
@@ -324,12 +561,12 @@ impl TaskSpec {
         match self.output_type {
             OutputType::MultipleChoice => {
                 let choices = self.choices(doc)?;
-                Ok(choices[self.gold(doc, choices.len())?].clone())
+                Ok(choices[self.gold(doc, &choices)?].clone())
             }
-            OutputType::GenerateUntil => {
-                let t = self.target(doc)?;
-                scalar(&t).ok_or_else(|| Error::new(format!("field `{}` is {t}, expected a string", self.doc_to_target)))
-            }
+            OutputType::GenerateUntil => match self.target(doc)? {
+                Answer::Text(t) => Ok(t),
+                Answer::Index(i) => Ok(i.to_string()),
+            },
         }
     }
 
@@ -342,7 +579,7 @@ impl TaskSpec {
             }
             OutputType::MultipleChoice => {
                 let choices = self.choices(doc)?;
-                let gold = self.gold(doc, choices.len())?;
+                let gold = self.gold(doc, &choices)?;
                 let mut context_ids = Vec::new();
                 let mut continuations = Vec::with_capacity(choices.len());
                 let mut boundary_merge = false;
@@ -399,22 +636,6 @@ fn scalar(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-/// Replaces `{{ field }}` with the document's value; an unknown field is an error naming it.
-pub fn render(template: &str, doc: &Doc) -> Result<String> {
-    let mut out = String::with_capacity(template.len() + 32);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let Some(end) = rest[start..].find("}}") else { bail!("template {template:?} has an unclosed `{{{{`") };
-        let field = rest[start + 2..start + end].trim();
-        let v = doc.get(field).ok_or_else(|| Error::new(format!("template field `{field}` is not in the document")))?;
-        out.push_str(&scalar(v).ok_or_else(|| Error::new(format!("template field `{field}` is {v}, not a scalar")))?);
-        rest = &rest[start + end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 /// Reads a JSONL file (relative to `root`): one JSON object per non-empty line; errors name the line.
 pub fn read_jsonl(root: &Path, file: &str) -> Result<Vec<Doc>> {
     let path: PathBuf = root.join(file);
@@ -460,4 +681,20 @@ fn compiled(pattern: &str) -> Option<regex::Regex> {
 pub fn cut_at_stop(text: &str, until: &[String]) -> String {
     let end = until.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min().unwrap_or(text.len());
     text[..end].to_string()
+}
+
+/// lm-eval's `filter_list` for generate_until, as far as the gate follows it: none, or one `regex` filter (with
+/// `take_first`), whose pattern becomes the answer regex.
+fn regex_filter(filters: Option<&serde_json::Value>, file: &str) -> Result<Option<String>> {
+    let Some(list) = filters.and_then(|f| f.as_array()) else { return Ok(None) };
+    let first = list.first().and_then(|f| f.get("filter")).and_then(|f| f.as_array()).cloned().unwrap_or_default();
+    let mut pattern = None;
+    for step in &first {
+        match step.get("function").and_then(|f| f.as_str()) {
+            Some("regex") => pattern = step.get("regex_pattern").and_then(|p| p.as_str()).map(str::to_string),
+            Some("take_first") => {}
+            f => bail!("{file}: `filter_list` function {f:?} is not supported (regex, take_first)"),
+        }
+    }
+    Ok(pattern)
 }
