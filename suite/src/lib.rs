@@ -5,6 +5,7 @@
 
 pub mod bootstrap;
 pub mod case;
+pub mod discovery;
 pub mod error;
 pub mod gate;
 pub mod generate;
@@ -15,6 +16,7 @@ pub mod inputs;
 pub mod logits;
 pub mod onnx_bytes;
 pub mod package;
+pub mod paths;
 pub mod pipeline;
 pub mod report;
 pub mod runtime;

@@ -162,15 +162,15 @@ pub type Loaded = std::sync::Arc<(Task, Vec<Item>)>;
 
 /// A task with its requests tokenized, shared by every variant's trial in the process (the same documents and
 /// tokenizer give the same requests; tokenizing a few hundred items per trial would cost more than scoring them).
-pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer) -> Result<Loaded> {
-    type Cache = std::sync::Mutex<std::collections::HashMap<(PathBuf, PathBuf), Loaded>>;
+pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer, external: bool) -> Result<Loaded> {
+    type Cache = std::sync::Mutex<std::collections::HashMap<(PathBuf, PathBuf, bool), Loaded>>;
     static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
-    let key = (root.join(file), tokenizer.path.clone());
+    let key = (root.join(file), tokenizer.path.clone(), external);
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(hit.clone());
     }
-    let task = Task::load(root, file)?;
+    let task = Task::load_with(root, file, external)?;
     let items = task.items(tokenizer)?;
     let loaded = std::sync::Arc::new((task, items));
     cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, loaded.clone());
@@ -180,18 +180,33 @@ pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer) -> Result<
 impl Task {
     /// Loads `file` (a task YAML) and its JSONL data; paths are relative to `root`.
     pub fn load(root: &Path, file: &str) -> Result<Task> {
+        Task::load_with(root, file, false)
+    }
+
+    /// [`Task::load`], for a case that may read outside the suite root (`external_paths: true`) or not: without
+    /// it, the task file and its data must lie inside `root`, symlinks resolved.
+    pub fn load_with(root: &Path, file: &str, external: bool) -> Result<Task> {
         let path = root.join(file);
+        let inside = crate::paths::check_case_path(root, file, external, file)?;
         let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
-        let spec: TaskSpec = serde_saphyr::from_str(&text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        // A file outside the root is read by opt-in only, and its lines are never echoed in a message.
+        let spec: TaskSpec = serde_saphyr::from_str_with_options(&text, serde_saphyr::options! { with_snippet: inside })
+            .map_err(|e| if inside { Error::new(format!("{file}: {e}")) } else { crate::paths::withheld(file, &e.to_string()) })?;
         let name = spec.task.clone().unwrap_or_else(|| path.file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string());
         spec.validate(file)?;
-        let docs = read_jsonl(root, &spec.test).map_err(|e| e.context(format!("{file}: field `test`")))?;
+        // Data outside the root (opted in) is read, but what its parser quotes from it is not shown.
+        let read = |data: &str, field: &str| -> Result<Vec<Doc>> {
+            let what = format!("{file}: field `{field}`");
+            let inside = crate::paths::check_case_path(root, data, external, &what)?;
+            read_jsonl(root, data).map_err(|e| if inside { e.context(&what) } else { crate::paths::withheld(&what, e.message()) })
+        };
+        let docs = read(&spec.test, "test")?;
         let docs = match spec.limit {
             Some(n) => docs.into_iter().take(n).collect(),
             None => docs,
         };
         let fewshot = match &spec.fewshot {
-            Some(f) if spec.num_fewshot > 0 => read_jsonl(root, f).map_err(|e| e.context(format!("{file}: field `fewshot`")))?,
+            Some(f) if spec.num_fewshot > 0 => read(f, "fewshot")?,
             _ => Vec::new(),
         };
         if fewshot.len() < spec.num_fewshot {

@@ -35,7 +35,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
             .resolve("tokenizer.json")
             .map_err(|e| e.to_string())?;
         let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
-        let task = Task::load(root, file).map_err(|e| e.to_string())?;
+        let task = Task::load_with(root, file, case.spec.external_paths).map_err(|e| e.to_string())?;
         let items = task.items(&tokenizer).map_err(|e| e.to_string())?;
         let name = task_name(file);
         let raw = work.join(format!("baseline.{name}.{}.safetensors", case.name));

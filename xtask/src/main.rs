@@ -32,9 +32,10 @@ Tasks:
       cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
       --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
 
-  ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
+  ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR] [--require]
       Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
-      Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
+      Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants. --require makes a
+      model missing from the Hugging Face cache fail instead of skip (as MOBIUS_REQUIRE_MODELS=1 does).
 
   mutants [--json FILE] [--only NAME ...] [--keep DIR]
       The suite's self-test: derive broken copies of the fixture packages (same-length byte patches, each a bug
