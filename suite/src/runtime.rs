@@ -126,7 +126,7 @@ fn runtime() -> Result<&'static Runtime> {
                 .with_name("mobius-conformance")
                 .build()
                 .map_err(|e| Error::new(format!("creating the ONNX Runtime environment ({}): {e}", lib.display())))?;
-            Ok(Runtime { env, sessions: Mutex::new(SessionCache::new(sessions::cap_from_env())), library: lib })
+            Ok(Runtime { env, sessions: Mutex::new(SessionCache::new(sessions::cap_from_env()?)), library: lib })
         })
         .as_ref()
         .map_err(Clone::clone)
