@@ -146,6 +146,16 @@ fn plan_job(
         |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
     let images = media(&case.spec.inputs.images, matches!(modality, Modality::Image | Modality::ImageAudio));
     let audio = media(&case.spec.inputs.audio, matches!(modality, Modality::Audio | Modality::ImageAudio));
+    // What the reference reads stays inside the suite root, symlinks resolved, unless the case opts out.
+    if !case.spec.external_paths {
+        let local_tok = matches!(case.tokenizer_location(root), Some(Location::Local(_))).then_some(("tokenizer", &tok));
+        let named = [("reference", &reference)].into_iter().chain(local_tok);
+        let media = images.iter().map(|p| ("inputs.images", p)).chain(audio.iter().map(|p| ("inputs.audio", p)));
+        for (field, p) in named.chain(media) {
+            let what = format!("{}: field `{field}`", case.file);
+            mobius_conformance::paths::confine(root, p, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
+        }
+    }
     let dequantize = match dtype.golden_suffix().and_then(|_| int4_package(suite, case)) {
         None => None,
         Some(Ok(model)) => Some(model),

@@ -31,7 +31,8 @@ fn setup(tag: &str) -> (Scratch, PathBuf, PathBuf) {
     std::fs::create_dir_all(root.join("goldens/causal-lm")).unwrap();
     std::fs::create_dir_all(&raw).unwrap();
     std::os::unix::fs::symlink(repo.join("fixtures"), root.join("fixtures")).unwrap();
-    let text = std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml")).unwrap().replace(", int4]", "]");
+    let text =
+        std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml")).unwrap().replace(", int4]", "]") + "external_paths: true\n";
     std::fs::write(root.join("cases/causal-lm/qwen3-tiny.yaml"), text).unwrap();
     for f in ["qwen3-tiny.json", "qwen3-tiny_generation.json"] {
         std::fs::copy(repo.join("goldens/causal-lm").join(f), root.join("goldens/causal-lm").join(f)).unwrap();
@@ -167,4 +168,15 @@ fn ci_refuses_a_filter_matching_nothing_and_a_root_without_cases() {
     let nowhere = root.join("nope");
     let o = xtask(&["ci".as_ref(), "--out".as_ref(), out.as_os_str(), "--root".as_ref(), nowhere.as_os_str()]);
     assert!(!o.status.success() && text(&o).contains("not a folder"), "{}", text(&o));
+}
+
+#[test]
+fn regen_reads_no_reference_outside_the_root_unless_the_case_opts_in() {
+    let (_s, root, raw) = setup("outside");
+    // `fixtures/` is a symlink out of this root: without the opt-in, the reference's weights are refused.
+    let case = root.join("cases/causal-lm/qwen3-tiny.yaml");
+    std::fs::write(&case, std::fs::read_to_string(&case).unwrap().replace("external_paths: true\n", "")).unwrap();
+    let o = regen(&root, &["--from-raw", raw.to_str().unwrap()]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("field `reference`") && text(&o).contains("outside the suite root"), "{}", text(&o));
 }

@@ -43,7 +43,8 @@ fn sigkill_at_any_moment_leaves_each_golden_old_or_new() {
     let mut goldens = Vec::new();
     for case in CASES {
         // The f32 goldens only: the int4 kernel-parity ones come from another reference run.
-        let text = std::fs::read_to_string(repo.join(format!("cases/causal-lm/{case}.yaml"))).unwrap().replace(", int4]", "]");
+        let text = std::fs::read_to_string(repo.join(format!("cases/causal-lm/{case}.yaml"))).unwrap().replace(", int4]", "]")
+            + "external_paths: true\n";
         std::fs::write(root.join(format!("cases/causal-lm/{case}.yaml")), text).unwrap();
         raw_from_goldens(case, &raw);
         for f in [format!("{case}.json"), format!("{case}_generation.json")] {
