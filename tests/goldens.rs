@@ -135,3 +135,40 @@ fn atomic_write_replaces_whole_files_and_leaves_no_temp() {
     assert_eq!(names, vec![std::ffi::OsString::from("g.json")]);
     std::fs::remove_dir_all(d).unwrap();
 }
+
+#[test]
+fn a_case_goldens_change_together_or_not_at_all() {
+    let d = dir("all-or-nothing");
+    let (a, b) = (d.join("t/x.json"), d.join("t/x_generation.json"));
+    golden::write_all_atomic(&[(a.clone(), b"old L4".to_vec()), (b.clone(), b"old L5".to_vec())]).unwrap();
+    // The second write fails (its folder is a file: as a full disk or a read-only folder would fail it) after the
+    // first was staged: neither target changes, and no temp file is left.
+    let blocked = d.join("blocked");
+    std::fs::write(&blocked, b"a file, not a folder").unwrap();
+    let e = golden::write_all_atomic(&[(a.clone(), b"new L4".to_vec()), (blocked.join("x_generation.json"), b"new L5".to_vec())])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("blocked"), "{e}");
+    assert_eq!(std::fs::read(&a).unwrap(), b"old L4", "the first golden changed without the second");
+    let names: Vec<_> = std::fs::read_dir(d.join("t")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "temp files left: {names:?}");
+    golden::write_all_atomic(&[(a.clone(), b"new L4".to_vec()), (b.clone(), b"new L5".to_vec())]).unwrap();
+    assert_eq!((std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap()), (b"new L4".to_vec(), b"new L5".to_vec()));
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn temp_files_of_dead_writers_are_removed_and_live_ones_kept() {
+    let d = dir("stale-temps");
+    std::fs::create_dir_all(d.join("t")).unwrap();
+    let dead = d.join("t/.x.json.tmp.4000000000");
+    let live = d.join(format!("t/.x.json.tmp.{}", std::process::id()));
+    let other = d.join("t/.keep");
+    for p in [&dead, &live, &other] {
+        std::fs::write(p, b"x").unwrap();
+    }
+    assert_eq!(golden::remove_stale_temps(&d), vec![dead.clone()]);
+    assert!(!dead.exists() && live.exists() && other.exists());
+    std::fs::remove_dir_all(d).unwrap();
+}

@@ -68,6 +68,10 @@ pub struct CaseSpec {
     /// tier: `cargo xtask real`). A trial whose package is absent then skips naming it, and fails under CI.
     #[serde(default)]
     pub build_command: Option<String>,
+    /// The model must be there: a package missing from the Hugging Face cache fails its trials instead of
+    /// skipping them (as every case does under `MOBIUS_REQUIRE_MODELS=1` or `cargo xtask ci --require`).
+    #[serde(default)]
+    pub required: bool,
 }
 
 /// An expected failure, in the case file where everyone sees it. Empty filters match every value.
@@ -368,28 +372,6 @@ impl fmt::Display for Location {
     }
 }
 
-/// Whether a relative path, joined to the root, would land outside it (or is absolute).
-fn escapes_root(p: &str) -> bool {
-    let path = Path::new(p);
-    if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') || p.get(1..3) == Some(":\\") || p.get(1..3) == Some(":/") {
-        return true;
-    }
-    let mut depth = 0i32;
-    for c in p.split(['/', '\\']) {
-        match c {
-            "" | "." => {}
-            ".." => {
-                depth -= 1;
-                if depth < 0 {
-                    return true;
-                }
-            }
-            _ => depth += 1,
-        }
-    }
-    false
-}
-
 /// One package a case runs: a build flavour at a dtype.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
@@ -434,9 +416,14 @@ impl Case {
             );
         }
         if let Some(r) = s.min_token_match_ratio
-            && !(0.0..=1.0).contains(&r)
+            && !(r > 0.0 && r <= 1.0)
         {
-            bail!("{file}: field `min_token_match_ratio` is {r}, expected a number in [0, 1]");
+            bail!("{file}: field `min_token_match_ratio` is {r}, expected a number in (0, 1] (0 would pass any stream)");
+        }
+        if let Some(m) = s.generation.max_new_tokens
+            && !(1..=crate::golden::MAX_NEW_TOKENS).contains(&m)
+        {
+            bail!("{file}: field `generation.max_new_tokens` is {m}, expected 1..={}", crate::golden::MAX_NEW_TOKENS);
         }
         if let Some(m) = &s.matrix {
             if m.eps.is_empty() || m.dtypes.is_empty() {
@@ -468,7 +455,7 @@ impl Case {
             match HubRef::parse(p) {
                 Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),
                 Some(Ok(_)) => {}
-                None if !s.external_paths && escapes_root(p) => bail!(
+                None if !s.external_paths && !crate::paths::stays_inside(p) => bail!(
                     "{file}: field `{field}`: path {p:?} leaves the suite root; paths are relative to the folder holding \
                      `cases/`. Set `external_paths: true` in the case if it really must read files elsewhere"
                 ),

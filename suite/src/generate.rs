@@ -125,6 +125,12 @@ pub fn greedy(
     forced: Option<&[i64]>,
 ) -> Result<Generated> {
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
+    if limit > crate::golden::MAX_NEW_TOKENS as usize {
+        bail!(
+            "asked for {limit} new tokens; at most {} are generated (a case or golden past that is refused)",
+            crate::golden::MAX_NEW_TOKENS
+        );
+    }
     let mut run = decoder.start(prompt.len() + limit)?;
     let model = decoder.model.display();
     let prefill_logits = decoder.advance(&mut run, front.input(prompt, true)?)?.to_vec();

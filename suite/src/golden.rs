@@ -209,6 +209,26 @@ impl PrefillGolden {
     }
 
     fn validate(&self) -> Result<()> {
+        // A NaN compares false with every tolerance: one among the numbers a verdict reads would switch its check off.
+        finite("top10_logits", &self.top10_logits)?;
+        finite("logits_summary", &self.logits_summary)?;
+        if let Some(l) = &self.last_logits {
+            finite("last_logits", l)?;
+        }
+        if self.top10_ids.is_empty() {
+            bail!("field `top10_ids` is empty: an L4 golden needs the reference's top-10");
+        }
+        if let Some(i) = self.top10_ids.iter().position(|&id| id < 0 || self.vocab_size.is_some_and(|v| id as u64 >= v as u64)) {
+            bail!("field `top10_ids[{i}]` is {}, not a token id of the vocabulary", self.top10_ids[i]);
+        }
+        if let Some(i) = self.top10_logits.windows(2).position(|w| w[0].0 < w[1].0) {
+            bail!("field `top10_logits` is not in descending order at entries {i} and {}", i + 1);
+        }
+        if let Some(f) = &self.last_logits_file
+            && !crate::paths::is_plain_name(f)
+        {
+            bail!("field `last_logits_file` is {f:?}; expected a file name beside the golden (no folder)");
+        }
         if self.top10_ids.len() != self.top10_logits.len() {
             bail!("field `top10_logits` has {} entries but `top10_ids` has {}", self.top10_logits.len(), self.top10_ids.len());
         }
@@ -232,7 +252,12 @@ impl PrefillGolden {
             return Ok(Some(v.iter().map(|h| h.0 as f32).collect()));
         }
         let Some(file) = &self.last_logits_file else { return Ok(None) };
-        let path = golden_path.parent().unwrap_or(Path::new(".")).join(file);
+        if !crate::paths::is_plain_name(file) {
+            bail!("{}: field `last_logits_file` is {file:?}; expected a file name beside the golden (no folder)", golden_path.display());
+        }
+        let dir = golden_path.parent().unwrap_or(Path::new("."));
+        let path = dir.join(file);
+        crate::paths::confine(dir, &path, &format!("{}: field `last_logits_file`", golden_path.display()), crate::paths::SUITE_HINT)?;
         let bytes = fs::read(&path).at(path.display())?;
         let st = safetensors::SafeTensors::deserialize(&bytes).at(path.display())?;
         let t = st.tensor("last_logits").at(format!("{}: tensor `last_logits`", path.display()))?;
@@ -240,6 +265,9 @@ impl PrefillGolden {
             bail!("{}: tensor `last_logits` is {:?}, expected F32", path.display(), t.dtype());
         }
         let v: Vec<f32> = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            bail!("{}: tensor `last_logits` is not finite at id {i} ({})", path.display(), v[i]);
+        }
         if let Some(n) = self.vocab_size
             && n != v.len()
         {
@@ -262,6 +290,24 @@ impl GenerationGolden {
     /// Parses and checks a golden's text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<GenerationGolden> {
         let g: GenerationGolden = serde_json::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        // The reference keeps the EOS it stopped at, so even an immediate stop is one token: an empty stream is a
+        // golden that would pass any package.
+        if g.generated_tokens.is_empty() {
+            bail!("{file}: field `generated_tokens` is empty; an L5 golden holds at least one token (regenerate it)");
+        }
+        if let Some(i) = g.generated_tokens.iter().position(|&t| t < 0) {
+            bail!("{file}: field `generated_tokens[{i}]` is {}, not a token id", g.generated_tokens[i]);
+        }
+        if let Some(m) = g.max_new_tokens
+            && !(1..=MAX_NEW_TOKENS).contains(&m)
+        {
+            bail!("{file}: field `max_new_tokens` is {m}, expected 1..={MAX_NEW_TOKENS}");
+        }
+        if let Some(m) = g.max_new_tokens
+            && g.generated_tokens.len() > m as usize
+        {
+            bail!("{file}: field `generated_tokens` has {} tokens, more than its `max_new_tokens` {m}", g.generated_tokens.len());
+        }
         if !g.steps.is_empty() && g.steps.len() != g.generated_tokens.len() {
             bail!("{file}: field `steps` has {} entries but `generated_tokens` has {}", g.steps.len(), g.generated_tokens.len());
         }
@@ -269,8 +315,21 @@ impl GenerationGolden {
             if s.ids.len() != s.logits.len() || s.ids.is_empty() {
                 bail!("{file}: field `steps[{i}]` needs as many `logits` as `ids` (got {} and {})", s.logits.len(), s.ids.len());
             }
+            finite(&format!("steps[{i}].logits"), &s.logits).map_err(|e| e.context(file))?;
         }
         Ok(g)
+    }
+}
+
+/// The most new tokens a case or golden may ask for: generation reserves room for them up front, and a greedy check
+/// of a few thousand tokens is already far past what a golden can pin down.
+pub const MAX_NEW_TOKENS: u32 = 4096;
+
+/// Errs naming `field[i]` when a stored number is NaN or infinite.
+fn finite(field: &str, v: &[Hex]) -> Result<()> {
+    match v.iter().position(|h| !h.0.is_finite()) {
+        Some(i) => bail!("field `{field}[{i}]` is {}; a golden holds finite numbers only", v[i].0),
+        None => Ok(()),
     }
 }
 
@@ -370,8 +429,7 @@ fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).at(dir.display())?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("golden");
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let tmp = temp_path(path);
     let result = (|| -> std::io::Result<()> {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -386,4 +444,73 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result.at(path.display())
+}
+
+/// The temp file [`write_atomic`] writes beside `path` before renaming it into place.
+fn temp_path(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("golden");
+    dir.join(format!(".{name}.tmp.{}", std::process::id()))
+}
+
+/// Writes several files so that they change together or not at all: every new file is written to a temp file
+/// beside its target and flushed first; only when all of them are on disk are they renamed into place. A write
+/// that fails (a full disk, a read-only folder) leaves every target as it was, and no temp file behind.
+pub fn write_all_atomic(files: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+    let mut written: Vec<PathBuf> = Vec::new();
+    let staged = files.iter().try_for_each(|(path, bytes)| {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir).at(dir.display())?;
+        let tmp = temp_path(path);
+        written.push(tmp.clone());
+        (|| -> std::io::Result<()> {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_all()
+        })()
+        .at(path.display())
+    });
+    if let Err(e) = staged {
+        for tmp in &written {
+            let _ = fs::remove_file(tmp);
+        }
+        return Err(e);
+    }
+    for ((path, _), tmp) in files.iter().zip(&written) {
+        fs::rename(tmp, path).at(path.display())?;
+    }
+    let dirs: std::collections::BTreeSet<&Path> = files.iter().filter_map(|(p, _)| p.parent()).collect();
+    for d in dirs {
+        if let Ok(d) = fs::File::open(d) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Removes the temp files a killed writer left under `dir` (`.<name>.tmp.<pid>` whose process is gone) and returns
+/// them. A live writer's temp file is left alone; where a process cannot be looked up (no `/proc`), none is removed.
+pub fn remove_stale_temps(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if !Path::new("/proc/self").exists() {
+        return out;
+    }
+    let Ok(rd) = fs::read_dir(dir) else { return out };
+    for e in rd.flatten() {
+        let p = e.path();
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            out.extend(remove_stale_temps(&p));
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp.")).and_then(|(_, pid)| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new("/proc").join(pid.to_string()).exists()
+            && fs::remove_file(&p).is_ok()
+        {
+            out.push(p);
+        }
+    }
+    out
 }

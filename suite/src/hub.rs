@@ -39,8 +39,16 @@ impl HubRef {
         };
         let subfolder = parts.next().unwrap_or("").trim_end_matches('/').to_string();
         let (repo, revision) = repo_rev.split_once('@').unwrap_or((repo_rev, "main"));
-        if org.is_empty() || repo.is_empty() || revision.is_empty() || subfolder.split('/').any(|p| p == "..") {
-            return Some(Err(Error::new(format!("{s:?}: expected hf://<org>/<repo>[@<revision>][/<subfolder>]"))));
+        // Each part becomes a path in the cache: none may be absolute, climb, or hide a separator.
+        let name_ok =
+            |n: &str| !n.is_empty() && n != "." && n != ".." && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        let subfolder_ok =
+            subfolder.is_empty() || subfolder.split('/').all(|p| !p.is_empty() && p != "." && p != ".." && !p.contains(['\\', ':', '\0']));
+        if !name_ok(org) || !name_ok(repo) || !name_ok(revision) || !subfolder_ok {
+            return Some(Err(Error::new(format!(
+                "{s:?}: expected hf://<org>/<repo>[@<revision>][/<subfolder>] (names of letters, digits, `.`, `_`, `-`; a \
+                 subfolder relative to the repository, without `..`, `//` or a leading `/`)"
+            ))));
         }
         Some(Ok(HubRef { repo: format!("{org}/{repo}"), revision: revision.to_string(), subfolder }))
     }

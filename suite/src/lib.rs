@@ -6,6 +6,7 @@
 pub mod bootstrap;
 pub mod case;
 pub mod corpus;
+pub mod discovery;
 pub mod error;
 pub mod eval;
 pub mod gate;
@@ -18,6 +19,7 @@ pub mod lmeval;
 pub mod logits;
 pub mod onnx_bytes;
 pub mod package;
+pub mod paths;
 pub mod pipeline;
 pub mod report;
 pub mod runtime;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::{At, Error, Result};
+use crate::error::{At, Error, Result, bail};
 
 /// One session of a multi-model package, with the names genai_config maps its roles to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -17,13 +17,38 @@ pub struct Component {
 }
 
 impl Component {
-    fn parse(v: &Value) -> Option<Component> {
-        let names = |k: &str| -> BTreeMap<String, String> {
-            v[k].as_object().map(|m| m.iter().filter_map(|(r, n)| Some((r.clone(), n.as_str()?.to_string()))).collect()).unwrap_or_default()
+    /// `model.<key>` of a genai_config.json: absent, or a session with a `filename` inside the package.
+    fn parse(model: &Value, key: &str, file: &str) -> Result<Option<Component>> {
+        let v = &model[key];
+        if v.is_null() {
+            return Ok(None);
+        }
+        let Some(obj) = v.as_object() else { bail!("{file}: field `model.{key}` is {}, expected an object", kind(v)) };
+        let names = |k: &str| -> Result<BTreeMap<String, String>> {
+            match obj.get(k) {
+                None | Some(Value::Null) => Ok(BTreeMap::new()),
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(r, n)| match n.as_str() {
+                        Some(n) => Ok((r.clone(), n.to_string())),
+                        None => bail!("{file}: field `model.{key}.{k}.{r}` is {}, expected a tensor name", kind(n)),
+                    })
+                    .collect(),
+                Some(other) => bail!("{file}: field `model.{key}.{k}` is {}, expected an object", kind(other)),
+            }
         };
-        Some(Component { file: v["filename"].as_str()?.to_string(), inputs: names("inputs"), outputs: names("outputs") })
+        let filename = match obj.get("filename") {
+            Some(Value::String(f)) => f.clone(),
+            None => bail!("{file}: field `model.{key}.filename` is missing"),
+            Some(other) => bail!("{file}: field `model.{key}.filename` is {}, expected a file name", kind(other)),
+        };
+        // ONNX Runtime GenAI opens these relative to the package: a name that leaves it would run another package's
+        // model (or any file on the machine) under this one's name.
+        if filename.trim().is_empty() || !crate::paths::stays_inside(&filename) {
+            bail!("{file}: field `model.{key}.filename` is {filename:?}; expected a path inside the package folder");
+        }
+        Ok(Some(Component { file: filename, inputs: names("inputs")?, outputs: names("outputs")? }))
     }
-
     /// The tensor name for a role (`pixel_values`, `audio_embeds`, ...); the role itself when the config maps none.
     pub fn input<'a>(&'a self, role: &'a str) -> &'a str {
         self.inputs.get(role).map_or(role, String::as_str)
@@ -54,21 +79,67 @@ impl GenaiConfig {
         GenaiConfig::parse(&path.display().to_string(), &text)
     }
 
+    /// The package's config when it has one (a bare `model.onnx` folder has none); one that is there must parse.
+    pub fn load_if_present(package: &Path) -> Result<Option<GenaiConfig>> {
+        let path = package.join("genai_config.json");
+        if !path.exists() {
+            return Ok(None);
+        }
+        GenaiConfig::load(package).map(Some)
+    }
+
+    /// Parses a config's text strictly where the suite reads it: a field that is there with the wrong shape is an
+    /// error naming it (fields the suite does not read are left to ONNX Runtime GenAI).
     pub fn parse(file: &str, text: &str) -> Result<GenaiConfig> {
         let v: Value = serde_json::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        if !v.is_object() {
+            bail!("{file}: expected a JSON object, found {}", kind(&v));
+        }
         let model = &v["model"];
+        if !model.is_object() {
+            bail!("{file}: field `model` is {}, expected an object", kind(model));
+        }
         let eos_token_ids = match &model["eos_token_id"] {
-            Value::Number(n) => n.as_i64().into_iter().collect(),
-            Value::Array(a) => a.iter().filter_map(Value::as_i64).collect(),
-            _ => Vec::new(),
+            Value::Null => Vec::new(),
+            Value::Number(n) => vec![n.as_i64().filter(|&i| i >= 0).ok_or_else(|| bad_id(file, &model["eos_token_id"]))?],
+            Value::Array(a) => a.iter().map(|x| x.as_i64().filter(|&i| i >= 0).ok_or_else(|| bad_id(file, x))).collect::<Result<_>>()?,
+            other => return Err(bad_id(file, other)),
         };
+        let share_buffer = match &v["search"]["past_present_share_buffer"] {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            other => bail!("{file}: field `search.past_present_share_buffer` is {}, expected true or false", kind(other)),
+        };
+        let decoder = Component::parse(model, "decoder", file)?;
         Ok(GenaiConfig {
-            decoder_file: model["decoder"]["filename"].as_str().map(str::to_string),
+            decoder_file: decoder.map(|d| d.file),
             eos_token_ids,
-            embedding: Component::parse(&model["embedding"]),
-            vision: Component::parse(&model["vision"]),
-            speech: Component::parse(&model["speech"]),
-            share_buffer: v["search"]["past_present_share_buffer"].as_bool().unwrap_or(false),
+            embedding: Component::parse(model, "embedding", file)?,
+            vision: Component::parse(model, "vision", file)?,
+            speech: Component::parse(model, "speech", file)?,
+            share_buffer,
         })
+    }
+
+    /// Every model file the config names (decoder first), relative to the package.
+    pub fn files(&self) -> Vec<&str> {
+        let parts = [&self.embedding, &self.vision, &self.speech];
+        self.decoder_file.iter().map(String::as_str).chain(parts.into_iter().flatten().map(|c| c.file.as_str())).collect()
+    }
+}
+
+fn bad_id(file: &str, v: &Value) -> Error {
+    Error::new(format!("{file}: field `model.eos_token_id` holds {}, expected a token id or a list of them", kind(v)))
+}
+
+/// What a JSON value is, for messages (never its content: the file may not be ours to echo).
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
     }
 }

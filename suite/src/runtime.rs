@@ -85,20 +85,48 @@ impl Shared for Loaded {
 struct Runtime {
     env: Environment,
     sessions: Mutex<SessionCache<(PathBuf, Provider), Loaded>>,
+    library: PathBuf,
 }
 
 static RUNTIME: OnceLock<std::result::Result<Runtime, Error>> = OnceLock::new();
 
-fn runtime(flavor: Flavor) -> Result<&'static Runtime> {
+/// The ONNX Runtime build this process loads, fixed once: by [`use_device`], else by `MOBIUS_TEST_DEVICE`.
+static FLAVOR: OnceLock<Flavor> = OnceLock::new();
+
+/// The build a device needs: the CUDA build on a CUDA device (it runs the CPU execution provider too, for the `cpu`
+/// flavour's trials), the CPU build otherwise.
+pub fn flavor_for(device: Device) -> Flavor {
+    match device {
+        Device::Cpu => Flavor::Cpu,
+        Device::Cuda { .. } => Flavor::Gpu,
+    }
+}
+
+/// Fixes the build for the run's device before any session is made, so the device setting chooses it, never the
+/// trial that happens to start first. The first call wins; returns the build the process uses.
+pub fn use_device(device: Device) -> Flavor {
+    *FLAVOR.get_or_init(|| flavor_for(device))
+}
+
+fn process_flavor() -> Flavor {
+    *FLAVOR.get_or_init(|| flavor_for(Device::from_env().unwrap_or(Device::Cpu)))
+}
+
+/// The ONNX Runtime library this process loaded, once a session was made.
+pub fn loaded_library() -> Option<PathBuf> {
+    Some(RUNTIME.get()?.as_ref().ok()?.library.clone())
+}
+
+fn runtime() -> Result<&'static Runtime> {
     RUNTIME
         .get_or_init(|| {
-            let lib = bootstrap::locate(flavor)?;
+            let lib = bootstrap::locate(process_flavor())?;
             let builder = ort::init_from(&lib).map_err(|e| Error::new(format!("loading ONNX Runtime from {}: {e}", lib.display())))?;
             let env = builder
                 .with_name("mobius-conformance")
                 .build()
                 .map_err(|e| Error::new(format!("creating the ONNX Runtime environment ({}): {e}", lib.display())))?;
-            Ok(Runtime { env, sessions: Mutex::new(SessionCache::new(sessions::cap_from_env())) })
+            Ok(Runtime { env, sessions: Mutex::new(SessionCache::new(sessions::cap_from_env()?)), library: lib })
         })
         .as_ref()
         .map_err(Clone::clone)
@@ -121,14 +149,27 @@ fn timed<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// Intra-op threads per session. Fixed (default 1) so results repeat exactly; trials run in parallel instead.
-fn intra_threads() -> usize {
-    std::env::var("MOBIUS_INTRA_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
+fn intra_threads() -> Result<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    parse_intra_threads(std::env::var("MOBIUS_INTRA_THREADS").ok().as_deref(), cores)
+}
+
+/// `MOBIUS_INTRA_THREADS`: unset means 1; otherwise 1 up to 4x the machine's cores (ONNX Runtime makes the threads
+/// when the session is created, so an absurd number hangs the run before any trial ends); anything else is an
+/// error naming the setting.
+pub fn parse_intra_threads(value: Option<&str>, cores: usize) -> Result<usize> {
+    let Some(v) = value else { return Ok(1) };
+    let max = 4 * cores.max(1);
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => bail!("MOBIUS_INTRA_THREADS={v:?}: expected a whole number from 1 to {max} (4 x this machine's {cores} cores)"),
+    }
 }
 
 fn create_session(env: &Environment, model: &Path, provider: Provider) -> Result<Session> {
     let fail = |what: &str, e: &dyn fmt::Display| Error::new(format!("{}: {what}: {e}", model.display()));
     let mut b = Session::builder(env).map_err(|e| fail("session options", &e))?;
-    b = b.with_intra_threads(intra_threads()).map_err(|e| fail("intra-op threads", &e))?;
+    b = b.with_intra_threads(intra_threads()?).map_err(|e| fail("intra-op threads", &e))?;
     b = b.with_inter_threads(1).map_err(|e| fail("inter-op threads", &e))?;
     if let Provider::Cuda { id } = provider {
         // Strict: a CUDA trial must never fall back to the CPU quietly. TF32 stays off: it is not float32.
@@ -151,13 +192,6 @@ pub fn cpu_cannot_run(e: &Error, bf16: bool) -> Option<&str> {
     Some(rest.lines().next().unwrap_or(rest).trim_end())
 }
 
-fn flavor(provider: Provider) -> Flavor {
-    match provider {
-        Provider::Cpu => Flavor::Cpu,
-        Provider::Cuda { .. } => Flavor::Gpu,
-    }
-}
-
 /// The shared session of `model` on `provider`, made by `make` the first time anyone asks (or again after the
 /// cache dropped it to stay under its cap).
 fn cached(rt: &Runtime, model: &Path, provider: Provider, make: impl FnOnce() -> Result<Loaded>) -> Result<Loaded> {
@@ -176,7 +210,7 @@ pub fn session_counts() -> Option<(sessions::Counts, usize)> {
 
 /// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
 pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
-    let rt = runtime(flavor(provider))?;
+    let rt = runtime()?;
     let loaded = cached(rt, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
         let io = DecoderIo::discover(&session).map_err(|e| e.context(model.display()))?;
@@ -195,7 +229,7 @@ pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
 
 /// Any other session of a package (embedding, vision or audio encoder), shared like decoders.
 pub fn encoder(model: &Path, provider: Provider) -> Result<Arc<Encoder>> {
-    let rt = runtime(flavor(provider))?;
+    let rt = runtime()?;
     let loaded = cached(rt, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
         let ports = |outlets: &[ort::value::Outlet]| -> Vec<Port> {
@@ -775,5 +809,16 @@ mod tests {
         assert!(cpu_cannot_run(&typed, true).is_some_and(|w| w.starts_with("Type Error:") && w.contains("tensor(bfloat16)")));
         assert_eq!(cpu_cannot_run(&typed, false), None, "a type error is only the CPU EP's limit for a bf16 build");
         assert_eq!(cpu_cannot_run(&Error::new("m.onnx: loading the model: protobuf parsing failed"), true), None);
+    }
+
+    #[test]
+    fn intra_threads_are_bounded_and_garbage_is_an_error_naming_the_setting() {
+        assert_eq!(parse_intra_threads(None, 8).unwrap(), 1);
+        assert_eq!(parse_intra_threads(Some("4"), 8).unwrap(), 4);
+        assert_eq!(parse_intra_threads(Some("32"), 8).unwrap(), 32);
+        for bad in ["100000", "33", "0", "-1", "many", ""] {
+            let e = parse_intra_threads(Some(bad), 8).unwrap_err().to_string();
+            assert!(e.contains("MOBIUS_INTRA_THREADS") && e.contains("1 to 32"), "{bad}: {e}");
+        }
     }
 }

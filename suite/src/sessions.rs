@@ -28,8 +28,18 @@ impl<T> Shared for Arc<T> {
 pub type Cell<V> = Arc<OnceLock<Result<V, Error>>>;
 
 /// The cap from `MOBIUS_MAX_SESSIONS`, else 64: room for every package of a large case set, bounded all the same.
-pub fn cap_from_env() -> usize {
-    std::env::var("MOBIUS_MAX_SESSIONS").ok().and_then(|v| v.trim().parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(64)
+pub fn cap_from_env() -> Result<usize, Error> {
+    parse_cap(std::env::var("MOBIUS_MAX_SESSIONS").ok().as_deref())
+}
+
+/// `MOBIUS_MAX_SESSIONS`: unset means 64; a whole number >= 1 is the cap; anything else is an error naming the
+/// setting (a typo must not quietly run with another cap).
+pub fn parse_cap(value: Option<&str>) -> Result<usize, Error> {
+    match value.map(|v| (v, v.trim().parse::<usize>())) {
+        None => Ok(64),
+        Some((_, Ok(n))) if n > 0 => Ok(n),
+        Some((v, _)) => Err(Error::new(format!("MOBIUS_MAX_SESSIONS={v:?}: expected a whole number of sessions, at least 1"))),
+    }
 }
 
 /// How the cache has been used: sessions made, dropped to stay under the cap, and the most alive at once.
@@ -109,6 +119,15 @@ mod tests {
     fn filled(cache: &mut SessionCache<&'static str, Arc<u32>>, key: &'static str, v: u32) -> Arc<u32> {
         let (cell, _) = cache.cell(&key);
         cell.get_or_init(|| Ok(Arc::new(v))).clone().unwrap()
+    }
+
+    #[test]
+    fn the_cap_setting_is_a_positive_number_or_an_error_naming_it() {
+        assert_eq!(parse_cap(None).unwrap(), 64);
+        assert_eq!(parse_cap(Some(" 3 ")).unwrap(), 3);
+        for bad in ["0", "-2", "lots", ""] {
+            assert!(parse_cap(Some(bad)).unwrap_err().to_string().contains("MOBIUS_MAX_SESSIONS"), "{bad}");
+        }
     }
 
     #[test]

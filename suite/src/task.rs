@@ -179,6 +179,16 @@ pub struct Source {
     pub flip_alpha: Option<f64>,
     #[serde(default)]
     pub max_flipped_points: Option<f64>,
+    /// The case's `external_paths`: whether the task's files may lie outside the suite root.
+    #[serde(skip)]
+    pub external_paths: bool,
+}
+
+impl Source {
+    /// No overrides; reading outside the suite root as the case allows.
+    pub fn with_external_paths(external_paths: bool) -> Source {
+        Source { external_paths, ..Source::default() }
+    }
 }
 
 /// One document: its JSONL fields.
@@ -228,8 +238,8 @@ pub type Loaded = std::sync::Arc<(Task, Vec<Item>)>;
 
 /// A task with its requests tokenized, shared by every variant's trial in the process (the same documents and
 /// tokenizer give the same requests; tokenizing a few hundred items per trial would cost more than scoring them).
-pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer) -> Result<Loaded> {
-    load_items_with(root, file, &Source::default(), tokenizer)
+pub fn load_items(root: &Path, file: &str, tokenizer: &TextTokenizer, external: bool) -> Result<Loaded> {
+    load_items_with(root, file, &Source::with_external_paths(external), tokenizer)
 }
 
 /// [`load_items`] with what the case says about the task.
@@ -255,23 +265,35 @@ impl Task {
         Task::load_with(root, file, &Source::default())
     }
 
-    /// [`Task::load`] with what a case says about an lm-eval task file: where its data is, how many shots.
+    /// [`Task::load`] with what a case says about the task: where an lm-eval task file's data is, how many shots,
+    /// and whether it may read outside the suite root (`external_paths: true`): without it, the task file and its
+    /// data must lie inside `root`, symlinks resolved.
     pub fn load_with(root: &Path, file: &str, source: &Source) -> Result<Task> {
+        let external = source.external_paths;
         let path = root.join(file);
+        let inside = crate::paths::check_case_path(root, file, external, file)?;
         let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
         if lmeval::is_lmeval(&text) {
             return Task::load_lmeval(root, file, source);
         }
-        let spec: TaskSpec = serde_saphyr::from_str(&text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        // A file outside the root is read by opt-in only, and its lines are never echoed in a message.
+        let spec: TaskSpec = serde_saphyr::from_str_with_options(&text, serde_saphyr::options! { with_snippet: inside })
+            .map_err(|e| if inside { Error::new(format!("{file}: {e}")) } else { crate::paths::withheld(file, &e.to_string()) })?;
         let name = spec.task.clone().unwrap_or_else(|| path.file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string());
         spec.validate(file)?;
-        let docs = read_jsonl(root, &spec.test).map_err(|e| e.context(format!("{file}: field `test`")))?;
+        // Data outside the root (opted in) is read, but what its parser quotes from it is not shown.
+        let read = |data: &str, field: &str| -> Result<Vec<Doc>> {
+            let what = format!("{file}: field `{field}`");
+            let inside = crate::paths::check_case_path(root, data, external, &what)?;
+            read_jsonl(root, data).map_err(|e| if inside { e.context(&what) } else { crate::paths::withheld(&what, e.message()) })
+        };
+        let docs = read(&spec.test, "test")?;
         let docs = match spec.limit {
             Some(n) => docs.into_iter().take(n).collect(),
             None => docs,
         };
         let fewshot = match &spec.fewshot {
-            Some(f) if spec.num_fewshot > 0 => read_jsonl(root, f).map_err(|e| e.context(format!("{file}: field `fewshot`")))?,
+            Some(f) if spec.num_fewshot > 0 => read(f, "fewshot")?,
             _ => Vec::new(),
         };
         if fewshot.len() < spec.num_fewshot {
@@ -282,6 +304,10 @@ impl Task {
 
     fn load_lmeval(root: &Path, file: &str, source: &Source) -> Result<Task> {
         let path = root.join(file);
+        if let Some(data) = &source.data {
+            let what = format!("{file}: the case's `data` for it");
+            crate::paths::check_case_path(root, &data.to_string_lossy(), source.external_paths, &what)?;
+        }
         let c = lmeval::load_config(&path, file)?;
         if c.use_prompt.is_some() {
             bail!("{file}: field `use_prompt` (promptsource) is not supported");

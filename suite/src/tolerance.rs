@@ -279,3 +279,52 @@ impl Policy {
         t
     }
 }
+
+/// How far a case's `tolerance:` block may loosen the policy: each bound at most this many times looser (atol,
+/// rtol, near-tie margin, 1 - cosine floor), the top-10 overlap at most 3 ids lower, the token match ratio at most
+/// half the policy's. Looser than that, an override would pass another model; that belongs in the policy file,
+/// where it applies to every case and is reviewed as such.
+pub const MAX_LOOSENING: f64 = 10.0;
+
+/// Errs naming the field when `case` (the policy with a case's overrides) is looser than `policy` allows.
+pub fn check_loosening(policy: &Tolerance, case: &Tolerance) -> Result<()> {
+    let ratio = |name: &str, base: f64, got: f64| -> Result<()> {
+        let limit = MAX_LOOSENING * base;
+        if got > limit {
+            bail!(
+                "field `tolerance.{name}` is {got:e}, looser than {MAX_LOOSENING}x the policy's {base:e} (limit {limit:e}): \
+                 an override that loose would pass another model"
+            );
+        }
+        Ok(())
+    };
+    ratio("atol", policy.atol, case.atol)?;
+    ratio("rtol", policy.rtol, case.rtol)?;
+    ratio("near_tie_margin", policy.near_tie_margin, case.near_tie_margin)?;
+    let floor = 1.0 - MAX_LOOSENING * (1.0 - policy.cosine_min);
+    if case.cosine_min < floor {
+        bail!(
+            "field `tolerance.cosine_min` is {}, under {floor} (1 - {MAX_LOOSENING}x the policy's 1 - {}): an override that loose \
+             would pass another model",
+            case.cosine_min,
+            policy.cosine_min
+        );
+    }
+    let overlap = policy.top10_overlap_min.saturating_sub(3);
+    if case.top10_overlap_min < overlap {
+        bail!(
+            "field `tolerance.top10_overlap_min` is {}, under {overlap} (the policy's {} less 3)",
+            case.top10_overlap_min,
+            policy.top10_overlap_min
+        );
+    }
+    let ratio_floor = policy.min_token_match_ratio / 2.0;
+    if case.min_token_match_ratio < ratio_floor {
+        bail!(
+            "field `tolerance.min_token_match_ratio` is {}, under {ratio_floor} (half the policy's {})",
+            case.min_token_match_ratio,
+            policy.min_token_match_ratio
+        );
+    }
+    Ok(())
+}

@@ -28,6 +28,9 @@ pub struct Suite {
     pub cases_dir: PathBuf,
     pub goldens_dir: PathBuf,
     pub policy: std::result::Result<Arc<Policy>, Error>,
+    /// A model missing from the Hugging Face cache fails instead of skipping (`MOBIUS_REQUIRE_MODELS=1`,
+    /// `cargo xtask ci --require`; a case can ask for it alone with `required: true`).
+    pub require_models: bool,
 }
 
 impl Suite {
@@ -37,7 +40,13 @@ impl Suite {
         let policy = [cases_dir.join("tolerances.yaml"), root.join("default_tolerances.yaml")]
             .into_iter()
             .find(|p| p.is_file())
-            .map_or_else(|| Ok(Policy::builtin()), |p| Policy::load(&p))
+            .map_or_else(
+                || Ok(Policy::builtin()),
+                |p| {
+                    crate::paths::confine(root, &p, "tolerance policy", crate::paths::SUITE_HINT)?;
+                    Policy::load(&p)
+                },
+            )
             .map(|mut p| {
                 p.source = relative(root, Path::new(&p.source));
                 // mobius' file (at the root, beside its `golden/`) was written for mobius' argmax-only verdicts.
@@ -46,7 +55,8 @@ impl Suite {
                 }
                 Arc::new(p)
             });
-        Suite { root: root.to_path_buf(), cases_dir, goldens_dir, policy }
+        let require_models = std::env::var("MOBIUS_REQUIRE_MODELS").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        Suite { root: root.to_path_buf(), cases_dir, goldens_dir, policy, require_models }
     }
 
     /// ` --root <root>` when this suite is not the repository's own, for the commands a message prints.
@@ -60,27 +70,60 @@ impl Suite {
         }
     }
 
+    /// Errs when the root cannot be a suite: no such folder, no `cases/` in it, or no case file under that. A
+    /// mistyped MOBIUS_SUITE_ROOT or `--root` must stop the run, never run zero trials and pass.
+    pub fn check(&self, setting: &str) -> Result<()> {
+        let root = self.root.display();
+        if !self.root.is_dir() {
+            return Err(Error::new(format!("{setting}: the suite root {root} is not a folder")));
+        }
+        if !self.cases_dir.is_dir() {
+            return Err(Error::new(format!("{setting}: the suite root {root} has no `cases/` folder")));
+        }
+        if crate::discovery::case_files(&self.root, &self.cases_dir).is_empty() {
+            return Err(Error::new(format!("{setting}: no case file (`*.yaml`) under {}", self.cases_dir.display())));
+        }
+        Ok(())
+    }
+
     /// Every case file under `cases/`, sorted, each parsed on its own; a case with several prompts gives one case per
     /// prompt ([`corpus::per_prompt`]).
     pub fn load_cases(&self) -> Vec<std::result::Result<Arc<Case>, BrokenCase>> {
-        let mut files = Vec::new();
-        collect_yaml(&self.cases_dir, &mut files);
-        files.sort();
-        files
+        let found = crate::discovery::case_files(&self.root, &self.cases_dir);
+        let stem = |p: &Path| p.file_stem().map_or_else(|| "?".to_string(), |s| s.to_string_lossy().into_owned());
+        let mut by_name: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for f in &found {
+            if let crate::discovery::Found::File(p) = f {
+                by_name.entry(stem(p)).or_default().push(relative(&self.root, p));
+            }
+        }
+        found
             .into_iter()
-            .filter(|p| p != &self.cases_dir.join("tolerances.yaml") && !p.starts_with(self.cases_dir.join("tasks")))
-            .map(|path| {
+            .map(|f| {
+                let path = match f {
+                    crate::discovery::Found::File(p) => p,
+                    crate::discovery::Found::Unreadable(p, e) => {
+                        let (name, file) = (stem(&p), relative(&self.root, &p));
+                        let error = e.context(&file);
+                        // An unreadable case file plans every trial it could have had; a folder, only its own.
+                        let is_file = crate::discovery::is_yaml(&p);
+                        let expected = if is_file { crate::discovery::expected_trials(&name, None) } else { Vec::new() };
+                        return Err(BrokenCase { expected, name, file, error });
+                    }
+                };
                 let file = relative(&self.root, &path);
-                let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_string();
+                let name = stem(&path);
                 let task_dir = path
                     .parent()
                     .and_then(|p| p.strip_prefix(&self.cases_dir).ok())
                     .map(|p| p.to_string_lossy().replace('\\', "/"))
                     .unwrap_or_default();
-                std::fs::read_to_string(&path)
-                    .map_err(|e| Error::new(format!("{file}: {e}")))
-                    .and_then(|text| Case::parse(&file, &task_dir, &name, &text))
-                    .map_err(|error| BrokenCase { name, file, error })
+                let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")));
+                let expected = || crate::discovery::expected_trials(&name, text.as_ref().ok().map(String::as_str));
+                match text.clone().and_then(|t| Case::parse(&file, &task_dir, &name, &t)) {
+                    Ok(c) => Ok(c),
+                    Err(error) => Err(BrokenCase { expected: expected(), name, file, error }),
+                }
             })
             .flat_map(|c| match c {
                 Ok(case) => corpus::per_prompt(case).into_iter().map(|c| Ok(Arc::new(c))).collect(),
@@ -141,7 +184,16 @@ impl Suite {
         for c in loaded {
             let prefix = &prefixes[&subject(&c)];
             match c {
-                Err(b) => out.push(TrialSpec { name: format!("{prefix}/case"), kind: TrialKind::Broken(b) }),
+                Err(b) => {
+                    // The trials it would have had fail too, so a filter aimed at them still finds the failure.
+                    let renamed = |n: &String| match n.strip_prefix(b.name.as_str()) {
+                        Some(rest) if prefix != &b.name => format!("{prefix}{rest}"),
+                        _ => n.clone(),
+                    };
+                    for name in b.expected.iter().map(renamed).chain([format!("{prefix}/case")]) {
+                        out.push(TrialSpec { name, kind: TrialKind::Broken(b.clone()) });
+                    }
+                }
                 Ok(case) => {
                     for task in &case.spec.accuracy {
                         let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
@@ -167,19 +219,8 @@ impl Suite {
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
         out
-    }
-}
-
-fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            collect_yaml(&p, out);
-        } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
-            out.push(p);
-        }
     }
 }
 
@@ -193,6 +234,8 @@ pub struct BrokenCase {
     pub name: String,
     pub file: String,
     pub error: Error,
+    /// The trials it would have had, as far as its text says (see [`crate::discovery::expected_trials`]).
+    pub expected: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -352,6 +395,7 @@ pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, Str
 
 /// Runs one trial to its outcome. Never panics on bad input: every error becomes a failure naming its source.
 pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
+    runtime::use_device(device);
     match &spec.kind {
         TrialKind::Broken(b) => Outcome::fail(format!("{}: the case does not load:\n  {}", spec.name, b.error)),
         TrialKind::Conformance { case, modality, variant, level } => {
@@ -438,9 +482,18 @@ impl Trial<'_> {
             )));
         };
         let package = match location {
-            // A model that is not downloaded is absent, not broken: say what is missing and how to get it.
-            Location::Hub(_) => location.resolve("genai_config.json").map_err(|e| Outcome::skip(format!("model absent: {e}")))?,
-            Location::Local(p) => p.clone(),
+            // A model that is not downloaded is absent, not broken: say what is missing and how to get it. Unless
+            // it is required (the case's `required`, or MOBIUS_REQUIRE_MODELS): then a gate on it must not go green.
+            Location::Hub(_) => location.resolve("genai_config.json").map_err(|e| match self.required() {
+                Some(why) => Outcome::fail(format!("{}: model absent, and {why}: {e}", self.name)),
+                None => Outcome::skip(format!("model absent: {e}")),
+            })?,
+            Location::Local(p) => {
+                if !spec.external_paths {
+                    self.confine_package(p).map_err(|e| Outcome::fail(format!("{}: {e}", self.name)))?;
+                }
+                p.clone()
+            }
         };
         if let Some(build) = spec.build_command.as_deref()
             && !package.exists()
@@ -453,6 +506,38 @@ impl Trial<'_> {
             });
         }
         Ok((provider, package))
+    }
+
+    /// Why a missing model fails this trial instead of skipping it, if it does.
+    fn required(&self) -> Option<String> {
+        if self.case.spec.required {
+            Some(format!("{} sets `required: true`", self.case.file))
+        } else if self.suite.require_models {
+            Some("models are required in this run (MOBIUS_REQUIRE_MODELS=1 or `xtask ci --require`)".to_string())
+        } else {
+            None
+        }
+    }
+
+    /// A local package and the files its genai_config.json names stay inside the suite root, symlinks resolved.
+    fn confine_package(&self, package: &Path) -> Result<()> {
+        let what = format!("{}: field `matrix.package` ({}/{})", self.case.file, self.variant.ep, self.variant.dtype);
+        let root = &self.suite.root;
+        crate::paths::confine(root, package, &what, crate::paths::CASE_HINT)?;
+        if !package.is_dir() {
+            return Ok(());
+        }
+        let config = package.join("genai_config.json");
+        crate::paths::confine(root, &config, &what, crate::paths::CASE_HINT)?;
+        let cfg = crate::package::GenaiConfig::load_if_present(package)?;
+        let named = cfg.as_ref().map(|c| c.files()).unwrap_or_default();
+        for file in named.into_iter().chain(["model.onnx"]) {
+            let model = package.join(file);
+            crate::paths::confine(root, &model, &format!("{what}: model `{file}`"), crate::paths::CASE_HINT)?;
+            let data = package.join(format!("{file}.data"));
+            crate::paths::confine(root, &data, &format!("{what}: external data of `{file}`"), crate::paths::CASE_HINT)?;
+        }
+        Ok(())
     }
 
     /// The package's decoder session, or a skip naming the node when the CPU EP cannot run a half-precision build.
@@ -487,7 +572,15 @@ impl Trial<'_> {
 
     /// The case's tokenizer: `tokenizer`, else `reference`, else the package's own.
     fn tokenizer(&self, package: &Path) -> Result<Arc<TextTokenizer>> {
-        let (tok_dir, field) = match self.case.tokenizer_location(&self.suite.root) {
+        let location = self.case.tokenizer_location(&self.suite.root);
+        if let Some(Location::Local(p)) = &location
+            && !self.case.spec.external_paths
+        {
+            let what = format!("{}: field `tokenizer` (or `reference`)", self.case.file);
+            crate::paths::confine(&self.suite.root, p, &what, crate::paths::CASE_HINT)?;
+            crate::paths::confine(&self.suite.root, &p.join("tokenizer.json"), &what, crate::paths::CASE_HINT)?;
+        }
+        let (tok_dir, field) = match location {
             Some(l) => (
                 l.resolve("tokenizer.json").map_err(|e| e.context(format!("{}: field `tokenizer`", self.case.file)))?,
                 "field `tokenizer` (or `reference`)",
@@ -508,9 +601,11 @@ impl Trial<'_> {
             return Ok(self.missing(&baseline_path));
         }
         let baseline_file = self.rel(&baseline_path);
+        crate::paths::confine(&self.suite.root, &baseline_path, "baseline", crate::paths::SUITE_HINT)?;
         let baseline = gate::Baseline::load(&baseline_path, &baseline_file)?;
         let tokenizer = self.tokenizer(&package)?;
-        let loaded = crate::task::load_items(&self.suite.root, task_file, &tokenizer).map_err(|e| e.context(&self.case.file))?;
+        let external = self.case.spec.external_paths;
+        let loaded = crate::task::load_items(&self.suite.root, task_file, &tokenizer, external).map_err(|e| e.context(&self.case.file))?;
         let (task, items) = (&loaded.0, &loaded.1);
         if baseline.requests_hash != gate::requests_hash(items) {
             return Err(Error::new(format!(
@@ -524,7 +619,7 @@ impl Trial<'_> {
             Ok(d) => d,
             Err(skip) => return Ok(skip),
         };
-        let eos = self.eos_ids(&package);
+        let eos = self.eos_ids(&package)?;
         let got = crate::eval::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
         let policy = task.spec.gate_policy(std::env::var_os("CI").is_some());
         let r = gate::judge(items, &got, &baseline, task.spec.metric, &policy).map_err(|e| e.context(&baseline_file))?;
@@ -557,10 +652,14 @@ impl Trial<'_> {
             Level::Genai => &paths.generation,
             Level::Accuracy => return Err(Error::new("accuracy trials run through run_accuracy")),
         };
+        crate::paths::confine(&self.suite.root, golden_path, "golden", crate::paths::SUITE_HINT)?;
         if !golden_path.is_file() {
             return Ok(self.missing(golden_path));
         }
         let media = self.modality != Modality::Text;
+        for p in std::iter::once(&paths.inputs).chain(&paths.shared_inputs).filter(|_| media) {
+            crate::paths::confine(&self.suite.root, p, "golden", crate::paths::SUITE_HINT)?;
+        }
         let inputs_needed = std::iter::once(&paths.inputs).chain(&paths.shared_inputs).filter(|_| media);
         if let Some(missing) = inputs_needed.into_iter().find(|p| !p.is_file()) {
             let msg = corpus::missing_inputs(self.case, &self.rel(missing));
@@ -573,6 +672,12 @@ impl Trial<'_> {
         }
         let policy = self.suite.policy.as_ref().map_err(Clone::clone)?;
         let tol = policy.resolve(self.level, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio);
+        if spec.tolerance.is_some() {
+            let base = policy.resolve(self.level, self.variant.dtype, None, spec.min_token_match_ratio);
+            crate::tolerance::check_loosening(&base, &tol).map_err(|e| {
+                e.context(format!("{} ({} for {}/{}, {})", self.case.file, self.level, self.variant.dtype, self.variant.ep, policy.source))
+            })?;
+        }
 
         // case -> inputs
         let Some(prompt) = self.case.prompt() else {
@@ -630,7 +735,26 @@ impl Trial<'_> {
                 if let Some(why) = verdict::staleness(golden.input_hash.as_deref(), Some(&golden.prompt), &[], prompt, &inputs) {
                     return Err(stale(format!("{golden_file} {why} ({})", self.case.file)));
                 }
-                let eos = self.eos_ids(package);
+                // The stream's length is part of what the golden pins: a case asking for another length has a
+                // golden made for a different check.
+                if let Some(g) = golden.max_new_tokens
+                    && g != self.case.max_new_tokens()
+                {
+                    return Err(stale(format!(
+                        "{golden_file} was made with max_new_tokens {g}, but {} field `generation.max_new_tokens` is {}",
+                        self.case.file,
+                        self.case.max_new_tokens()
+                    )));
+                }
+                if golden.generated_tokens.len() > self.case.max_new_tokens() as usize {
+                    return Err(stale(format!(
+                        "{golden_file} holds {} generated tokens, more than {} field `generation.max_new_tokens` ({}) allows",
+                        golden.generated_tokens.len(),
+                        self.case.file,
+                        self.case.max_new_tokens()
+                    )));
+                }
+                let eos = self.eos_ids(package)?;
                 let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
                 let free = generate::greedy(&decoder, &front, inputs.input_ids(), max_new, &eos, None)?;
                 let got = free.chosen();
@@ -683,6 +807,10 @@ impl Trial<'_> {
         let dir = self.suite.snapshots_dir(&self.case.task_dir);
         let v = self.variant;
         let name = format!("{}__{}__{}__{}__{}", self.case.name, self.modality.slug(), v.ep, v.dtype, self.level);
+        // A snapshot's content is echoed in the diff: only one inside the root is read.
+        if let Err(e) = crate::paths::confine(&self.suite.root, &snapshot::path(&dir, &name), "snapshot", crate::paths::SUITE_HINT) {
+            return Outcome { status: Status::Fail, message: format!("{}  {e}\n", o.message), ..o };
+        }
         let committed = snapshot::path(&dir, &name).is_file();
         let expected_to_fail = self.case.spec.xfail.as_ref().is_some_and(|x| x.applies(self.modality, v.ep, v.dtype, self.level));
         if !committed && (o.status != Status::Fail || expected_to_fail) {
@@ -708,12 +836,13 @@ impl Trial<'_> {
         Some(format!("L4 of this prefill: {} max |diff| {:.3e} at id {}, cosine {:.7}", r.verdict, c.max_abs, c.max_abs_at, c.cosine))
     }
 
-    /// EOS ids: the case's `generation.eos_token_id`, else the package's genai_config.json, else none.
-    fn eos_ids(&self, package: &Path) -> Vec<i64> {
+    /// EOS ids: the case's `generation.eos_token_id`, else the package's genai_config.json, else none. A
+    /// genai_config.json that is there but invalid is an error, never "no EOS".
+    fn eos_ids(&self, package: &Path) -> Result<Vec<i64>> {
         if let Some(e) = self.case.spec.generation.eos_token_id {
-            return vec![e];
+            return Ok(vec![e]);
         }
-        crate::package::GenaiConfig::load(package).map(|c| c.eos_token_ids).unwrap_or_default()
+        Ok(crate::package::GenaiConfig::load_if_present(package)?.map(|c| c.eos_token_ids).unwrap_or_default())
     }
 }
 
@@ -729,7 +858,7 @@ pub fn package_model(package: &Path) -> Result<PathBuf> {
     if !package.is_dir() {
         return Err(Error::new(format!("{} does not exist", package.display())));
     }
-    let file = crate::package::GenaiConfig::load(package).ok().and_then(|c| c.decoder_file).unwrap_or_else(|| "model.onnx".into());
+    let file = crate::package::GenaiConfig::load_if_present(package)?.and_then(|c| c.decoder_file).unwrap_or_else(|| "model.onnx".into());
     let model = package.join(&file);
     if !model.is_file() {
         return Err(Error::new(format!("{}: decoder model `{file}` not found", package.display())));

@@ -147,7 +147,11 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
             let mut worst: Option<(usize, f64, f64)> = None;
             let mut bad = 0;
             for (&id, w) in golden.top10_ids.iter().zip(&golden.top10_logits) {
-                let Some(&g) = got.get(id as usize) else { continue };
+                let Some(&g) = usize::try_from(id).ok().and_then(|i| got.get(i)) else {
+                    reasons.push(format!("the reference's top-10 id {id} is outside the package's {} logits", got.len()));
+                    hard_fail = true;
+                    continue;
+                };
                 let d = (g as f64 - w.0).abs();
                 if d > tol.atol + tol.rtol * w.0.abs() {
                     bad += 1;

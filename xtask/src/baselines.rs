@@ -35,7 +35,8 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
             .resolve("tokenizer.json")
             .map_err(|e| e.to_string())?;
         let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
-        let task = Task::load(root, file).map_err(|e| e.to_string())?;
+        let task = Task::load_with(root, file, &mobius_conformance::task::Source::with_external_paths(case.spec.external_paths))
+            .map_err(|e| e.to_string())?;
         let items = task.items(&tokenizer).map_err(|e| e.to_string())?;
         let name = task_name(file);
         let raw = work.join(format!("baseline.{name}.{}.safetensors", case.name));

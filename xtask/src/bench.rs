@@ -196,7 +196,7 @@ fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> 
     let eos = GenaiConfig::load(&package).map_err(|e| e.to_string())?.eos_token_ids;
     let loaded: Vec<_> = tasks
         .iter()
-        .map(|t| task::load_items(&root, &format!("cases/tasks/{t}.yaml"), &tok).map_err(|e| e.to_string()))
+        .map(|t| task::load_items(&root, &format!("cases/tasks/{t}.yaml"), &tok, false).map_err(|e| e.to_string()))
         .collect::<Result<_, String>>()?;
     let n: usize = loaded.iter().map(|l| l.1.len()).sum();
     let run = || -> Result<f64, String> {

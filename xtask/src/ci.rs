@@ -16,9 +16,11 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     let mut out: Option<PathBuf> = None;
     let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, PathBuf::from);
     let mut filters = Vec::new();
+    let mut require = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--require" => require = true,
             "--out" => out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
             "--filter" => filters.push(it.next().ok_or("--filter needs a substring")?.clone()),
             "--root" => root = PathBuf::from(it.next().ok_or("--root needs a directory")?),
@@ -27,17 +29,31 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     }
     let out = out.ok_or("ci: --out DIR is required")?;
     let device = Device::from_env().map_err(|e| e.to_string())?;
-    let suite = Suite::open(&root);
+    let mut suite = Suite::open(&root);
+    suite.require_models |= require;
+    suite.check(&format!("--root {}", root.display())).map_err(|e| format!("ci: {e}"))?;
     let plan: Vec<_> =
         suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
+    if plan.is_empty() {
+        return Err(format!(
+            "ci: no trial matches --filter {filters:?}: zero trials would pass; see `cargo test -p harness --test conformance -- --list`"
+        ));
+    }
+    // The last run's reports go first: a run killed from here on leaves a report saying it did not finish, never
+    // the previous run's verdicts.
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let write = |name: &str, text: String| write_report(&out.join(name), text.as_bytes());
+    // Each is replaced by one rename; summary.json, which the others' readers check last, goes last.
+    write("junit.xml", incomplete_junit(plan.len()))?;
+    write("summary.md", incomplete_markdown(plan.len()))?;
+    write("index.html", incomplete_html(plan.len()))?;
+    write("summary.json", incomplete_json(plan.len()))?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let started = Instant::now();
     let rows = trial::run_parallel(&suite, &plan, device, threads, |f| {
         println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds);
     });
     let wall = started.elapsed().as_secs_f64();
-    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let write = |name: &str, text: String| std::fs::write(out.join(name), text).map_err(|e| format!("{}: {e}", out.join(name).display()));
     let run = summary::Run { device: device.to_string(), wall_seconds: wall };
     write("summary.md", summary::markdown(&rows, &run))?;
     write("index.html", html::page(&rows, &run))?;
@@ -49,6 +65,38 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     }
     println!("\n{} trials in {wall:.1}s: {}; reports in {}", rows.len(), trial::tally(&rows), out.display());
     if failed.is_empty() { Ok(()) } else { Err(format!("{} trial(s) failed", failed.len())) }
+}
+
+/// Writes a report whole or not at all (temp file, then rename): a full disk leaves the previous file, never a
+/// truncated one.
+fn write_report(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+    mobius_conformance::golden::write_atomic(path, bytes).map_err(|e| e.to_string())
+}
+
+/// What the reports say while a run of `n` trials is under way (and after it, if it was killed).
+fn incomplete_markdown(n: usize) -> String {
+    format!("# Conformance summary\n\nINCOMPLETE: a run of {n} trials started and did not finish (killed?); no verdict is claimed.\n")
+}
+
+fn incomplete_html(n: usize) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Conformance: incomplete</title></head>\
+         <body><h1>Conformance report</h1><p>INCOMPLETE: a run of {n} trials started and did not finish (killed?); no \
+         verdict is claimed.</p></body></html>\n"
+    )
+}
+
+fn incomplete_json(n: usize) -> String {
+    let v = serde_json::json!({ "complete": false, "total": n, "finished": 0, "failed": 0, "trials": [] });
+    serde_json::to_string_pretty(&v).unwrap() + "\n"
+}
+
+fn incomplete_junit(n: usize) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mobius-conformance\" tests=\"1\" failures=\"1\">\n  \
+         <testsuite name=\"conformance\" tests=\"1\" failures=\"1\">\n    <testcase classname=\"run\" name=\"incomplete\">\n      \
+         <failure message=\"a run of {n} trials started and did not finish\"/>\n    </testcase>\n  </testsuite>\n</testsuites>\n"
+    )
 }
 
 fn first_line(s: &str) -> &str {
@@ -75,6 +123,7 @@ fn json(rows: &[Row], wall: f64, device: Device) -> String {
         .collect();
     let failed = rows.iter().filter(|r| r.outcome.is_fail()).count();
     serde_json::to_string_pretty(&serde_json::json!({
+        "complete": true,
         "device": device.to_string(),
         "wall_seconds": wall,
         "total": rows.len(),
@@ -175,11 +224,16 @@ mod tests {
         let root_bad = suite("bad", &[("a.yaml", SKIPPED), ("b.yaml", "model_id: m\nbogus: <&>\n")]);
         let (r, md, json, junit) = run(&root_bad);
         assert!(r.is_err());
-        assert!(md.starts_with("## Conformance: ❌ FAIL: 1 failed · 2 skipped"), "{md}");
+        assert!(md.starts_with("## Conformance: ❌ FAIL:"), "{md}");
         assert!(md.contains("<summary>❌ b/case: the case does not load:</summary>"), "{md}");
         let html = std::fs::read_to_string(root_bad.join("report/index.html")).unwrap();
-        assert!(html.contains("data-status=\"FAIL\"><h3>b/case"), "{html}");
-        assert_eq!(json["failed"].as_u64(), Some(1));
+        assert!(html.contains("data-status=\"FAIL\"><h3>b/"), "{html}");
+        // The broken case fails `b/case` and every trial it might have had (so filters find it), nothing else.
+        let failed: Vec<&str> =
+            json["trials"].as_array().unwrap().iter().filter(|t| t["verdict"] == "FAIL").map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(failed.len() > 1 && failed.iter().all(|n| n.starts_with("b/")), "{failed:?}");
+        assert_eq!(json["failed"].as_u64(), Some(failed.len() as u64));
+        assert_eq!(json["complete"].as_bool(), Some(true));
         assert!(junit.contains("<failure message=") && junit.contains("&lt;&amp;&gt;"), "{junit}");
         let _ = std::fs::remove_dir_all(root);
         let _ = std::fs::remove_dir_all(root_bad);

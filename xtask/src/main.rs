@@ -70,12 +70,13 @@ const TASKS: &[(&str, &str)] = &[
     (
         "ci",
         "\
-  ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR]
+  ci --out DIR [--filter SUBSTR ...] [--root SUITE_DIR] [--require]
       Run every trial (in parallel) and write the reviewer's reports: DIR/summary.md (the verdict with its
       counts, each failure's full message, the case x modality x EP/dtype matrix, every trial's numbers, the
       skips by reason: post it as a pull request's summary), DIR/index.html (the same as one self-contained
       page with a plot per trial; open it in a browser), DIR/summary.json and DIR/junit.xml.
-      Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
+      Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants. --require makes a
+      model missing from the Hugging Face cache fail instead of skip (as MOBIUS_REQUIRE_MODELS=1 does).
 ",
     ),
     (

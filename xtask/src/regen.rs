@@ -146,6 +146,16 @@ fn plan_job(
         |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
     let images = media(&case.spec.inputs.images, matches!(modality, Modality::Image | Modality::ImageAudio));
     let audio = media(&case.spec.inputs.audio, matches!(modality, Modality::Audio | Modality::ImageAudio));
+    // What the reference reads stays inside the suite root, symlinks resolved, unless the case opts out.
+    if !case.spec.external_paths {
+        let local_tok = matches!(case.tokenizer_location(root), Some(Location::Local(_))).then_some(("tokenizer", &tok));
+        let named = [("reference", &reference)].into_iter().chain(local_tok);
+        let media = images.iter().map(|p| ("inputs.images", p)).chain(audio.iter().map(|p| ("inputs.audio", p)));
+        for (field, p) in named.chain(media) {
+            let what = format!("{}: field `{field}`", case.file);
+            mobius_conformance::paths::confine(root, p, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
+        }
+    }
     let dequantize = match dtype.golden_suffix().and_then(|_| int4_package(suite, case)) {
         None => None,
         Some(Ok(model)) => Some(model),
@@ -201,13 +211,28 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     if std::env::var_os("CI").is_some() && !opts.allow_ci {
         return Err("refusing to write goldens under CI (CI is set): goldens are reviewed changes; pass --allow-ci to override".into());
     }
+    if let (Some(from), Some(keep)) = (&opts.from_raw, &opts.keep_raw)
+        && same_folder(from, keep)
+    {
+        return Err(format!(
+            "regen-goldens: --keep-raw {} and --from-raw {} are the same folder; the raw outputs are already there (copying \
+             them onto themselves would empty them): drop --keep-raw",
+            keep.display(),
+            from.display()
+        ));
+    }
     let root = opts.root.clone().or_else(|| std::env::var_os("MOBIUS_SUITE_ROOT").map(PathBuf::from)).unwrap_or_else(workspace_root);
     let suite = Suite::open(&root);
+    suite.check(&format!("--root {}", root.display())).map_err(|e| format!("regen-goldens: {e}"))?;
+    for stale in golden::remove_stale_temps(&suite.goldens_dir) {
+        println!("REMOVED    {} (a temp file a killed regen left)", relative(&root, &stale));
+    }
     let work = target_dir().join("regen-goldens").join(std::process::id().to_string());
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
 
     let mut failures = 0;
+    let mut matched = 0;
     let mut jobs = Vec::new();
     for loaded in suite.load_cases() {
         let case = match loaded {
@@ -216,6 +241,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
                 if opts.case_glob.as_ref().is_none_or(|g| g.matches(&b.name)) {
                     println!("ERROR      {}: {}", b.file, b.error);
                     failures += 1;
+                    matched += 1;
                 }
                 continue;
             }
@@ -223,6 +249,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         if opts.case_glob.as_ref().is_some_and(|g| !g.matches(&case.name)) {
             continue;
         }
+        matched += 1;
         if case.spec.trust_remote_code && !opts.allow_remote_code {
             println!(
                 "ERROR      {}: the case sets trust_remote_code, which runs Python code from the model's repository; \
@@ -247,6 +274,10 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
                 }
             }
         }
+    }
+    if matched == 0 {
+        let glob = opts.case_glob.as_ref().map_or_else(|| "*".to_string(), |g| g.as_str().to_string());
+        return Err(format!("regen-goldens: --case {glob:?} matches no case under {}", suite.cases_dir.display()));
     }
     // Accuracy-gate baselines for the cases with `accuracy` tasks.
     let mut baseline_jobs = Vec::new();
@@ -282,7 +313,10 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
         run_python(&[reference_script("loglik.py").as_os_str(), spec_path.as_os_str()])?;
     }
+    // Goldens (and baselines) this run made or compared: none means it did nothing, which must not look like success.
+    let mut considered = 0;
     for (_, job) in &baseline_jobs {
+        considered += 1;
         let written = crate::baselines::derive(&suite, job)
             .and_then(|(_, bytes, line)| Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run)?]));
         match written {
@@ -294,7 +328,10 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         }
         if let Some(keep) = &opts.keep_raw {
             let _ = std::fs::create_dir_all(keep);
-            let _ = std::fs::copy(job.raw_path(), keep.join(job.raw_path().file_name().unwrap()));
+            let to = keep.join(job.raw_path().file_name().unwrap());
+            if !same_file(job.raw_path(), &to) {
+                let _ = std::fs::copy(job.raw_path(), to);
+            }
         }
     }
     if !jobs.is_empty() && opts.from_raw.is_none() {
@@ -306,13 +343,18 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
             std::fs::create_dir_all(keep).map_err(|e| format!("{}: {e}", keep.display()))?;
             for (_, job) in &jobs {
                 let to = keep.join(job.raw.file_name().unwrap());
-                std::fs::copy(&job.raw, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+                if !same_file(&job.raw, &to) {
+                    std::fs::copy(&job.raw, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+                }
             }
         }
     }
     for (_, job) in &jobs {
         match write_case_goldens(&suite, job, opts, &mut margins) {
-            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Ok((lines, n)) => {
+                considered += n;
+                lines.iter().for_each(|l| println!("{l}"));
+            }
             Err(e) => {
                 println!("ERROR      {}: {e}", job.case.file);
                 failures += 1;
@@ -320,13 +362,36 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
-    if failures > 0 { Err(format!("{failures} case(s) failed")) } else { Ok(margins) }
+    if failures > 0 {
+        return Err(format!("{failures} case(s) failed"));
+    }
+    if considered == 0 {
+        let level = opts.level.map_or_else(String::new, |l| format!(" at --level {l}"));
+        return Err(format!(
+            "regen-goldens: nothing to regenerate{level}: no case matched has a golden of that level it can make (see the \
+             SKIPPED lines above)"
+        ));
+    }
+    Ok(margins)
 }
 
 /// `regen-goldens` for one case of the suite at `root`, for `new-case`.
 pub fn regen_case(root: &Path, case: &str, force: bool) -> Result<Vec<Margin>, String> {
     let case_glob = Some(glob::Pattern::escape(case)).map(|g| glob::Pattern::new(&g).map_err(|e| e.to_string())).transpose()?;
     run(&Options { case_glob, root: Some(root.to_path_buf()), force, ..Options::default() })
+}
+
+/// Whether two paths name one folder (both resolved; equal text when neither exists yet).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Whether copying `from` to `to` would copy a file onto itself (which truncates it).
+fn same_file(from: &Path, to: &Path) -> bool {
+    to.exists() && same_folder(from, to)
 }
 
 /// One tensor of the reference's raw outputs.
@@ -369,7 +434,9 @@ fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Vec<Margin>) -> Result<Vec<String>, String> {
+/// Derives one job's goldens and writes them, all together or none; returns the lines to print and how many
+/// goldens it made or compared.
+fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Vec<Margin>) -> Result<(Vec<String>, usize), String> {
     let RawRun { tensors, meta } = read_raw(&job.raw)?;
     let get = |name: &str, dtype: safetensors::Dtype| {
         let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", job.raw.display()))?;
@@ -499,21 +566,29 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
             Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => {}
         }
     }
+    // A case's goldens change together or not at all: one that differs without --force holds back the others,
+    // and the ones written go to disk in one step.
+    let considered = targets.len();
+    let differs = |path: &Path, bytes: &[u8]| std::fs::read(path).ok().is_some_and(|old| old != bytes);
+    let held_back = !opts.force && targets.iter().any(|(p, b)| differs(p, b));
+    let mut to_write = Vec::new();
     for (path, bytes) in targets {
         let shown = relative(root, &path);
         let existing = std::fs::read(&path).ok();
         let line = match existing {
             Some(old) if old == bytes => format!("UNCHANGED  {shown}"),
             Some(_) if !opts.force => format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"),
+            _ if held_back => format!("SKIPPED    {shown} (another golden of this case differs; pass --force to write them together)"),
             _ if opts.dry_run => format!("SAVED      {shown} (dry run: not written)"),
             _ => {
-                golden::write_atomic(&path, &bytes).map_err(|e| e.to_string())?;
+                to_write.push((path, bytes));
                 format!("SAVED      {shown}")
             }
         };
         lines.push(line);
     }
-    Ok(lines)
+    golden::write_all_atomic(&to_write).map_err(|e| format!("{e} (none of this case's goldens was changed)"))?;
+    Ok((lines, considered))
 }
 
 /// The loosest near-tie margin (L4 or L5) among the dtypes this job's golden judges, with that dtype.

@@ -4,56 +4,16 @@
 
 #![cfg(unix)]
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::raw_from_goldens;
 use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::golden::{GenerationGolden, PrefillGolden};
 
 const CASES: [&str; 2] = ["qwen3-tiny", "llama-tiny"];
-
-/// The raw outputs that would give exactly the committed goldens: full prefill logits, and per step the golden's
-/// top-10 over a floor that none of them reaches.
-fn raw_from_goldens(case: &str, out: &Path) {
-    let dir = workspace_root().join("goldens/causal-lm");
-    let pre = PrefillGolden::load(&dir.join(format!("{case}.json"))).unwrap();
-    let generation = GenerationGolden::load(&dir.join(format!("{case}_generation.json"))).unwrap();
-    let logits = pre.full_logits(&dir.join(format!("{case}.json"))).unwrap().unwrap();
-    let v = logits.len();
-    let mut steps = Vec::with_capacity(generation.steps.len() * v);
-    for s in &generation.steps {
-        let mut row = vec![-1.0e4f32; v];
-        for (&id, l) in s.ids.iter().zip(&s.logits) {
-            row[id as usize] = l.0 as f32;
-        }
-        steps.extend(row);
-    }
-    let ids: Vec<u8> = pre.input_ids.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let toks: Vec<u8> = generation.generated_tokens.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let pl: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let sl: Vec<u8> = steps.iter().flat_map(|x| x.to_le_bytes()).collect();
-    use safetensors::Dtype::{F32, I64};
-    use safetensors::tensor::TensorView;
-    let views = vec![
-        ("input_ids", TensorView::new(I64, vec![pre.input_ids.len()], &ids).unwrap()),
-        ("generated_tokens", TensorView::new(I64, vec![generation.generated_tokens.len()], &toks).unwrap()),
-        ("prefill_logits", TensorView::new(F32, vec![v], &pl).unwrap()),
-        ("step_logits", TensorView::new(F32, vec![generation.steps.len(), v], &sl).unwrap()),
-    ];
-    let p = pre.provenance.unwrap();
-    let meta: HashMap<String, String> = [
-        ("generated_text", generation.generated_text.unwrap()),
-        ("transformers", p.transformers),
-        ("torch", p.torch),
-        ("prompt", generation.prompt),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    std::fs::write(out.join(format!("{case}.text.safetensors")), safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
-}
 
 struct Scratch(PathBuf);
 
@@ -83,7 +43,8 @@ fn sigkill_at_any_moment_leaves_each_golden_old_or_new() {
     let mut goldens = Vec::new();
     for case in CASES {
         // The f32 goldens only: the int4 kernel-parity ones come from another reference run.
-        let text = std::fs::read_to_string(repo.join(format!("cases/causal-lm/{case}.yaml"))).unwrap().replace(", int4]", "]");
+        let text = std::fs::read_to_string(repo.join(format!("cases/causal-lm/{case}.yaml"))).unwrap().replace(", int4]", "]")
+            + "external_paths: true\n";
         std::fs::write(root.join(format!("cases/causal-lm/{case}.yaml")), text).unwrap();
         raw_from_goldens(case, &raw);
         for f in [format!("{case}.json"), format!("{case}_generation.json")] {
@@ -123,4 +84,12 @@ fn sigkill_at_any_moment_leaves_each_golden_old_or_new() {
     eprintln!("40 kills within a {full:?} run: {saw_old} goldens found old, {saw_new} new, none torn or missing");
     // The kills landed before, during and after the writes.
     assert!(saw_old > 0 && saw_new > 0, "old {saw_old}, new {saw_new}: the kills never fell inside the run (full run {full:?})");
+    // The temp files the killed runs left are removed by the next run (and git ignores them meanwhile).
+    assert!(regen(&root, &raw).status().unwrap().success());
+    let stray: Vec<_> = std::fs::read_dir(root.join("goldens/causal-lm"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(stray.is_empty(), "temp files left in goldens/: {stray:?}");
 }

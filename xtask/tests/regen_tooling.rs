@@ -1,0 +1,182 @@
+//! `regen-goldens` and `ci` as a user drives them: a run that does nothing, or would destroy its own input, says so
+//! and exits non-zero; leftovers of killed runs are cleaned up; a killed `ci` never leaves a report claiming more
+//! than ran.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::raw_from_goldens;
+use mobius_conformance::bootstrap::workspace_root;
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A suite root with qwen3-tiny's f32 case and goldens (fixtures linked in, as the sigkill test lays it out), and
+/// the reference's raw outputs in `raw/`.
+fn setup(tag: &str) -> (Scratch, PathBuf, PathBuf) {
+    let repo = workspace_root();
+    let s = Scratch(std::env::temp_dir().join(format!("mobius-xtask-{tag}-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&s.0);
+    let (root, raw) = (s.0.join("suite"), s.0.join("raw"));
+    std::fs::create_dir_all(root.join("cases/causal-lm")).unwrap();
+    std::fs::create_dir_all(root.join("goldens/causal-lm")).unwrap();
+    std::fs::create_dir_all(&raw).unwrap();
+    std::os::unix::fs::symlink(repo.join("fixtures"), root.join("fixtures")).unwrap();
+    let text =
+        std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml")).unwrap().replace(", int4]", "]") + "external_paths: true\n";
+    std::fs::write(root.join("cases/causal-lm/qwen3-tiny.yaml"), text).unwrap();
+    for f in ["qwen3-tiny.json", "qwen3-tiny_generation.json"] {
+        std::fs::copy(repo.join("goldens/causal-lm").join(f), root.join("goldens/causal-lm").join(f)).unwrap();
+    }
+    raw_from_goldens("qwen3-tiny", &raw);
+    (s, root, raw)
+}
+
+fn xtask(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).env("CI", "true").output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn regen(root: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["regen-goldens".as_ref(), "--allow-ci".as_ref(), "--root".as_ref(), root.as_os_str()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    xtask(&args)
+}
+
+#[test]
+fn keep_raw_into_the_from_raw_folder_is_refused_and_the_raw_files_survive() {
+    let (_s, root, raw) = setup("samefolder");
+    let file = raw.join("qwen3-tiny.text.safetensors");
+    let before = std::fs::read(&file).unwrap();
+    let d = raw.to_str().unwrap();
+    let o = regen(&root, &["--from-raw", d, "--keep-raw", d]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("--keep-raw") && text(&o).contains("same folder"), "{}", text(&o));
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the raw outputs were changed");
+    // Spelled differently (a trailing `/.`), it is still the same folder.
+    let o = regen(&root, &["--from-raw", d, "--keep-raw", &format!("{d}/.")]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[test]
+fn a_regen_that_does_nothing_says_so_and_fails() {
+    let (_s, root, raw) = setup("nothing");
+    let d = raw.to_str().unwrap();
+    let o = regen(&root, &["--from-raw", d, "--case", "no-such-case*"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("no-such-case*") && text(&o).contains("matches no case"), "{}", text(&o));
+    // A level the case has no golden of.
+    let case = root.join("cases/causal-lm/qwen3-tiny.yaml");
+    std::fs::write(&case, std::fs::read_to_string(&case).unwrap().replace("level: \"L4+L5\"", "level: \"L4\"")).unwrap();
+    let o = regen(&root, &["--from-raw", d, "--level", "L5"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("nothing to regenerate at --level L5"), "{}", text(&o));
+    // A nonexistent root.
+    let o = regen(&root.join("nope"), &["--from-raw", d]);
+    assert!(!o.status.success() && text(&o).contains("not a folder"), "{}", text(&o));
+    // The same run that does something exits 0.
+    let o = regen(&root, &["--from-raw", d, "--level", "L4"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn temp_files_of_killed_writers_are_removed_and_ignored_by_git() {
+    let (_s, root, raw) = setup("temps");
+    let dir = root.join("goldens/causal-lm");
+    // A dead writer's temp file (no process has this id), and one of this (live) process.
+    let dead = dir.join(".qwen3-tiny.json.tmp.4000000000");
+    let live = dir.join(format!(".qwen3-tiny.json.tmp.{}", std::process::id()));
+    std::fs::write(&dead, b"half a golden").unwrap();
+    std::fs::write(&live, b"being written").unwrap();
+    let o = regen(&root, &["--from-raw", raw.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!dead.exists(), "the dead writer's temp file is still there");
+    assert!(live.exists(), "a live writer's temp file was removed");
+    assert!(text(&o).contains("REMOVED") && text(&o).contains(".qwen3-tiny.json.tmp.4000000000"), "{}", text(&o));
+    // Meanwhile git does not offer them for commit.
+    let repo = workspace_root();
+    if let Ok(o) =
+        Command::new("git").arg("-C").arg(&repo).args(["check-ignore", "-q", "goldens/causal-lm/.qwen3-tiny.json.tmp.123"]).output()
+        && o.status.code().is_some_and(|c| c <= 1)
+    {
+        assert!(o.status.success(), "git does not ignore golden temp files: add them to .gitignore");
+    }
+}
+
+#[test]
+fn a_killed_ci_never_leaves_the_previous_all_pass_report() {
+    let (_s, root, _raw) = setup("cikill");
+    let out = root.join("report");
+    std::fs::create_dir_all(&out).unwrap();
+    let stale = "{\"complete\": true, \"total\": 99, \"failed\": 0, \"trials\": []}";
+    std::fs::write(out.join("summary.json"), stale).unwrap();
+    std::fs::write(out.join("junit.xml"), "<testsuites tests=\"99\" failures=\"0\"/>").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["ci", "--out"])
+        .arg(&out)
+        .arg("--root")
+        .arg(&root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it as soon as the old report is gone (or it has finished).
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(out.join("summary.json")).is_ok_and(|t| t == stale) && t0.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(!junit.contains("tests=\"99\""), "the previous run's junit.xml survived: {junit}");
+    match json["complete"].as_bool() {
+        Some(false) => assert!(junit.contains("incomplete"), "{junit}"),
+        // It finished before the kill: then it claims exactly what ran.
+        Some(true) => assert_eq!(json["trials"].as_array().map(|a| a.len() as u64), json["total"].as_u64(), "{json}"),
+        None => panic!("summary.json says nothing about completeness: {json}"),
+    }
+}
+
+#[test]
+fn ci_refuses_a_filter_matching_nothing_and_a_root_without_cases() {
+    let (_s, root, _raw) = setup("cifilter");
+    let out = root.join("report");
+    let o = xtask(&[
+        "ci".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--root".as_ref(),
+        root.as_os_str(),
+        "--filter".as_ref(),
+        "/tpu/".as_ref(),
+    ]);
+    assert!(!o.status.success() && text(&o).contains("no trial matches"), "{}", text(&o));
+    let nowhere = root.join("nope");
+    let o = xtask(&["ci".as_ref(), "--out".as_ref(), out.as_os_str(), "--root".as_ref(), nowhere.as_os_str()]);
+    assert!(!o.status.success() && text(&o).contains("not a folder"), "{}", text(&o));
+}
+
+#[test]
+fn regen_reads_no_reference_outside_the_root_unless_the_case_opts_in() {
+    let (_s, root, raw) = setup("outside");
+    // `fixtures/` is a symlink out of this root: without the opt-in, the reference's weights are refused.
+    let case = root.join("cases/causal-lm/qwen3-tiny.yaml");
+    std::fs::write(&case, std::fs::read_to_string(&case).unwrap().replace("external_paths: true\n", "")).unwrap();
+    let o = regen(&root, &["--from-raw", raw.to_str().unwrap()]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("field `reference`") && text(&o).contains("outside the suite root"), "{}", text(&o));
+}
