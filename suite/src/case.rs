@@ -251,6 +251,7 @@ impl Level {
         if matches!(modality, Modality::Audio | Modality::ImageAudio) {
             v.push(Level::AudioEncoder);
         }
+        v.push(Level::Genai);
         v
     }
 }

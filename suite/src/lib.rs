@@ -8,6 +8,8 @@ pub mod case;
 pub mod corpus;
 pub mod error;
 pub mod gate;
+pub mod genai;
+pub mod genai_level;
 pub mod generate;
 pub mod golden;
 pub mod hexfloat;

@@ -104,6 +104,12 @@ fn runtime(flavor: Flavor) -> Result<&'static Runtime> {
         .map_err(Clone::clone)
 }
 
+/// Loads ONNX Runtime (the flavour `provider` needs) into the process, if no session has yet: onnxruntime-genai binds
+/// to the image already loaded ([`crate::genai`]).
+pub fn load(provider: Provider) -> Result<()> {
+    runtime(flavor(provider)).map(|_| ())
+}
+
 /// Time spent inside ONNX Runtime's run calls by this process, all sessions and threads together (nanoseconds).
 static RUN_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
