@@ -61,10 +61,17 @@ fn plans_sorted_hierarchical_trial_names() {
         &CASE.replace("[f32, f16]", "[f32]").replace("  packages:\n    \"cpu/f16\": \"elsewhere/cpu-half\"\n", ""),
     );
     let names: Vec<String> = Suite::open(&dir).plan().into_iter().map(|t| t.name).collect();
-    assert_eq!(names.len(), 4 + 8);
+    assert_eq!(names.len(), 6 + 12, "L4, L5 and genai per variant");
     assert_eq!(
-        &names[..4],
-        ["a-model/text/cpu/f32/L4", "a-model/text/cpu/f32/L5", "a-model/text/default/f32/L4", "a-model/text/default/f32/L5"]
+        &names[..6],
+        [
+            "a-model/text/cpu/f32/L4",
+            "a-model/text/cpu/f32/L5",
+            "a-model/text/cpu/f32/genai",
+            "a-model/text/default/f32/L4",
+            "a-model/text/default/f32/L5",
+            "a-model/text/default/f32/genai"
+        ]
     );
     let mut sorted = names.clone();
     sorted.sort();
@@ -111,7 +118,7 @@ fn a_broken_case_is_its_own_failing_trial() {
     assert!(bad.iter().any(|t| t.name == "bad/case"));
     assert!(bad.iter().all(|t| t.name.starts_with("bad/")), "{:?}", bad.iter().map(|t| &t.name).collect::<Vec<_>>());
     assert!(bad.iter().any(|t| t.name == "bad/text/cpu/f32/L4"));
-    assert_eq!(plan.len() - bad.len(), 8, "the good case still expands");
+    assert_eq!(plan.len() - bad.len(), 12, "the good case still expands");
 }
 
 #[test]

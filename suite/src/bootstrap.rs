@@ -120,24 +120,32 @@ fn find_library(tree: &Path) -> Option<PathBuf> {
 }
 
 fn install(flavor: Flavor, cache: &Path) -> Result<()> {
-    let parent = cache.parent().expect("cache has a parent");
-    fs::create_dir_all(parent).at(parent.display())?;
-    let lock_path = parent.join(".install.lock");
-    let lock = fs::File::create(&lock_path).at(lock_path.display())?;
-    lock.lock().at(format!("locking {}", lock_path.display()))?;
-    // Another process may have finished while we waited for the lock.
-    if installed(flavor, cache).is_some() {
-        return Ok(());
-    }
-    let staging = parent.join(format!(".staging-{}-{}", flavor.package(), std::process::id()));
     let what = match flavor {
         Flavor::Cpu => String::new(),
         Flavor::Gpu => " and its NVIDIA CUDA 13 / cuDNN 9 wheels (about 1.6 GB to download, 2.6 GB installed)".into(),
     };
-    eprintln!("mobius-conformance: installing {}=={ORT_VERSION}{what} into {} (first run only)", flavor.package(), cache.display());
-    install_locked(flavor.lock(), &staging)?;
+    install_once(&format!("{}=={ORT_VERSION}{what}", flavor.package()), flavor.lock(), cache, |c| installed(flavor, c).is_some())
+}
+
+/// Installs what `lock` pins into `cache`, once per machine: a file lock beside `cache` serialises concurrent
+/// processes (one that waited finds the work done, `done(cache)`), the tree is built in a staging folder and renamed
+/// into place, so no process ever sees half an install. `what` names it in the one line printed.
+pub fn install_once(what: &str, lock: &str, cache: &Path, done: impl Fn(&Path) -> bool) -> Result<()> {
+    let parent = cache.parent().expect("cache has a parent");
+    fs::create_dir_all(parent).at(parent.display())?;
+    let lock_path = parent.join(".install.lock");
+    let lock_file = fs::File::create(&lock_path).at(lock_path.display())?;
+    lock_file.lock().at(format!("locking {}", lock_path.display()))?;
+    // Another process may have finished while we waited for the lock.
+    if done(cache) {
+        return Ok(());
+    }
+    let name = cache.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staging = parent.join(format!(".staging-{name}-{}", std::process::id()));
+    eprintln!("mobius-conformance: installing {what} into {} (first run only)", cache.display());
+    install_locked(lock, &staging)?;
     let stamp = staging.join(STAMP);
-    fs::write(&stamp, flavor.lock()).at(stamp.display())?;
+    fs::write(&stamp, lock).at(stamp.display())?;
     if cache.exists() {
         fs::remove_dir_all(cache).at(cache.display())?;
     }

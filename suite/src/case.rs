@@ -259,6 +259,7 @@ impl Level {
         if matches!(modality, Modality::Audio | Modality::ImageAudio) {
             v.push(Level::AudioEncoder);
         }
+        v.push(Level::Genai);
         v
     }
 }

@@ -10,6 +10,8 @@ pub mod discovery;
 pub mod error;
 pub mod eval;
 pub mod gate;
+pub mod genai;
+pub mod genai_level;
 pub mod generate;
 pub mod golden;
 pub mod hexfloat;

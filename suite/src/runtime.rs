@@ -132,6 +132,12 @@ fn runtime() -> Result<&'static Runtime> {
         .map_err(Clone::clone)
 }
 
+/// Loads ONNX Runtime (the build the run's device chose, [`use_device`]) into the process, if no session has yet:
+/// onnxruntime-genai binds to the image already loaded ([`crate::genai`]).
+pub fn load() -> Result<()> {
+    runtime().map(|_| ())
+}
+
 /// Time spent inside ONNX Runtime's run calls by this process, all sessions and threads together (nanoseconds).
 static RUN_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

@@ -425,7 +425,7 @@ impl Trial<'_> {
     fn regenerate(&self) -> String {
         let level = match self.level {
             // Features and inputs are written with the case's goldens, whatever the level.
-            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy => String::new(),
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => String::new(),
             level => format!(" --level {level}"),
         };
         format!("cargo xtask regen-goldens --case {}{level} --force{}", self.case.name, self.suite.root_option())
@@ -688,6 +688,10 @@ impl Trial<'_> {
         // features), stored beside the goldens; text is tokenized here, so a changed prompt shows as a stale golden.
         let inputs = if media { paths.load_inputs(|p| self.rel(p))? } else { Inputs::from_token_ids(&tokenizer.encode(prompt)?) };
 
+        if self.level == Level::Genai {
+            return self.run_genai(package, provider, &paths, &inputs, prompt, &tokenizer, policy);
+        }
+
         // inputs -> runtime
         let decoder = match self.decoder(package, provider)? {
             Ok(d) => d,
@@ -786,7 +790,7 @@ impl Trial<'_> {
                 }))
             }
             Level::Accuracy => Err(Error::new("accuracy trials run through run_accuracy")),
-            Level::Genai => Err(Error::new("genai trials are not planned yet")),
+            Level::Genai => Err(Error::new("genai trials run through run_genai")),
             Level::VisionEncoder | Level::AudioEncoder => {
                 let features = Inputs::from_safetensors(
                     &golden_file,
@@ -798,6 +802,85 @@ impl Trial<'_> {
                 Ok(Outcome { message, ..r })
             }
         }
+    }
+
+    /// The package through onnxruntime-genai: the prompt's ids appended to its generator, greedy to the golden's
+    /// length, judged against the L4 and L5 goldens that exist. A package genai refuses fails with genai's message.
+    #[allow(clippy::too_many_arguments)]
+    fn run_genai(
+        &self,
+        package: &Path,
+        provider: Provider,
+        paths: &GoldenPaths,
+        inputs: &Inputs,
+        prompt: &str,
+        tokenizer: &TextTokenizer,
+        policy: &Policy,
+    ) -> Result<Outcome> {
+        if self.modality != Modality::Text {
+            return Ok(Outcome::skip(format!(
+                "genai on {} prompts goes through genai's own multimodal processor, which the suite does not drive yet; \
+                 the text trial of this case runs the package in genai",
+                self.modality
+            )));
+        }
+        let spec = &self.case.spec;
+        let stale = |file: &str, why: String| {
+            Error::new(format!("golden is stale: {file} {why} ({})\n  regenerate: {}", self.case.file, self.regenerate()))
+        };
+        let prefill = if paths.prefill.is_file() { Some(PrefillGolden::load(&paths.prefill)?) } else { None };
+        let full = match &prefill {
+            Some(g) => g.full_logits(&paths.prefill)?,
+            None => None,
+        };
+        let generation = if paths.generation.is_file() { Some(GenerationGolden::load(&paths.generation)?) } else { None };
+        let (prefill_file, generation_file) = (self.rel(&paths.prefill), self.rel(&paths.generation));
+        if let Some(g) = &prefill
+            && let Some(why) = verdict::staleness(g.input_hash.as_deref(), None, &g.input_ids, prompt, inputs)
+        {
+            return Err(stale(&prefill_file, why));
+        }
+        if let Some(g) = &generation
+            && let Some(why) = verdict::staleness(g.input_hash.as_deref(), Some(&g.prompt), &[], prompt, inputs)
+        {
+            return Err(stale(&generation_file, why));
+        }
+        let max_new = generation.as_ref().and_then(|g| g.max_new_tokens).unwrap_or(self.case.max_new_tokens()) as usize;
+        let run = match crate::genai::greedy(package, provider, inputs.input_ids(), max_new) {
+            Ok(run) => run,
+            // As for the suite's own runner: a half-precision build the CPU EP has no kernels for skips, naming the node.
+            Err(e) if matches!(self.variant.dtype, Dtype::F16 | Dtype::Bf16) && provider == Provider::Cpu => {
+                let Some(why) = runtime::cpu_cannot_run(&e, self.variant.dtype == Dtype::Bf16) else { return Err(e) };
+                return Ok(Outcome::skip(format!(
+                    "ONNX Runtime's CPU execution provider (under onnxruntime-genai) cannot run this {} build: {why}; run it with MOBIUS_TEST_DEVICE=cuda",
+                    self.variant.dtype
+                )));
+            }
+            Err(e) => {
+                return Err(e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))));
+            }
+        };
+        generate::check_finite(&run.prefill_logits, 0).map_err(|e| e.context(format!("onnxruntime-genai on {}", self.rel(package))))?;
+        let (dtype, ratio) = (self.variant.dtype, spec.min_token_match_ratio);
+        let tol4 = policy.resolve(Level::L4, dtype, spec.tolerance.as_ref(), ratio);
+        let tol5 = policy.resolve(Level::L5, dtype, spec.tolerance.as_ref(), ratio);
+        let goldens = crate::genai_level::Goldens {
+            prefill: prefill.as_ref().map(|g| (g, full.as_deref(), &tol4, prefill_file.as_str())),
+            generation: generation.as_ref().map(|g| (g, &tol5, generation_file.as_str())),
+        };
+        let token = |id: i64| tokenizer.token(id);
+        let text = |ids: &[i64]| tokenizer.decode(ids);
+        let regenerate = self.regenerate();
+        let ctx = report::Context {
+            trial: self.name,
+            case_file: &self.case.file,
+            golden_file: &generation_file,
+            regenerate: &regenerate,
+            policy_source: &policy.source,
+            token: &token,
+            text: &text,
+        };
+        Ok(crate::genai_level::judge(&ctx, &run, &goldens))
     }
 
     /// A failing stream, or one with a committed snapshot, is judged by its snapshot: equal to the reviewed one, it

@@ -39,8 +39,9 @@ Layout written under --out:
                                     vision and audio encoders with calibrated clamps) + Gemma4Processor
     gemma4-mm-tiny/onnx/default-f32/
                                     mobius ort-genai packages: decoder/ embedding/ vision_encoder/
-                                    audio_encoder/ + genai_config.json and processor files (the tokenizer
-                                    files are those of hf/, not copied into the package)
+                                    audio_encoder/ + genai_config.json (model.type gemma4), processor
+                                    files and a copy of hf/'s tokenizer.json and tokenizer_config.json:
+                                    a package onnxruntime-genai runs (complete_mm_package)
     media/                          the real jpeg and flac the multimodal fixture is designed on (input,
                                     committed; never written by this script)
     MANIFEST.json                   versions, recipe and sha256 of every file (the derived files too, and
@@ -378,6 +379,12 @@ MOBIUS_WORKAROUNDS = {
         "an untied head as lm_head.weight, and mobius then fails ('decoder.lm_head.weight' without "
         "weights). The packages are built from a copy of hf/ whose model.safetensors has that one "
         "tensor renamed"),
+    f"{MM_NAME}/onnx/genai": (
+        "mobius-onnx 0.1.0 writes model.type gemma4_text (its text decoder's type) into the multimodal "
+        "package's genai_config.json, and ships no tokenizer files: onnxruntime-genai 0.18.0 then refuses the "
+        "package ('Decoder-only CPU embedding requires the dynamic-batching Engine.') and, with the type "
+        "fixed, its processor fails to open tokenizer_config.json. Each package gets model.type gemma4 and a "
+        "copy of hf/'s tokenizer.json and tokenizer_config.json (complete_mm_package), as a user's package must"),
 }
 
 
@@ -976,9 +983,30 @@ def build_mm_model(name, out_root):
         mobius_source(hf_dir, os.path.join(tmp, "hf"))  # see MOBIUS_WORKAROUNDS
         for flavour, ep in MM_FLAVOURS.items():
             mobius_build(tmp, "hf", f"onnx/{flavour}", ep, keep_all=True)
+            complete_mm_package(hf_dir, os.path.join(tmp, "onnx", flavour))  # see MOBIUS_WORKAROUNDS
         shutil.move(os.path.join(tmp, "onnx"), os.path.join(stage, "onnx"))
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
+
+
+# The files of hf/ a multimodal package must carry for onnxruntime-genai's tokenizer and processor.
+MM_GENAI_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def complete_mm_package(hf_dir, pkg_dir):
+    """The multimodal package as a user runs it in onnxruntime-genai (MOBIUS_WORKAROUNDS): model.type
+    gemma4 (mobius writes its text decoder's gemma4_text) and the tokenizer files genai's processor opens."""
+    path = os.path.join(pkg_dir, "genai_config.json")
+    with open(path) as fh:
+        text = fh.read()
+    old, new = '"type": "gemma4_text"', '"type": "gemma4"'
+    if text.count(old) != 1:
+        raise SystemExit(f"{path}: expected one {old} from mobius-onnx 0.1.0, found {text.count(old)}")
+    with open(path, "w") as fh:
+        fh.write(text.replace(old, new))
+    for f in MM_GENAI_FILES:
+        shutil.copyfile(os.path.join(hf_dir, f), os.path.join(pkg_dir, f))
+    normalize_modes(pkg_dir)
 
 
 def mobius_source(hf_dir, dst):

@@ -1,0 +1,305 @@
+//! onnxruntime-genai, the runtime these packages ship for, bound through its C API and loaded at run time.
+//!
+//! The library is `onnxruntime_genai/libonnxruntime-genai.so` from the PyPI wheel `onnxruntime-genai==0.18.0`, found
+//! the way ONNX Runtime is ([`crate::bootstrap`]): `GENAI_DYLIB_PATH`, else the cache under `target/`, else installed
+//! there once with `pip --require-hashes` from `suite/locks/onnxruntime-genai-0.18.0.txt`, under a file lock and an
+//! atomic rename. genai has no ONNX Runtime of its own: it binds to the one already loaded in the process (it looks
+//! for `libonnxruntime.so.1` with `RTLD_NOLOAD` first), so the suite loads its pinned ONNX Runtime before genai.
+//!
+//! Only what a greedy run needs is bound: config (to choose the execution provider), model, generator params,
+//! generator, append tokens, next token, logits, the sequence, errors and the destroyers. Every call that can fail
+//! returns genai's own message.
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use libloading::Library;
+
+use crate::bootstrap;
+use crate::error::{Error, Result, bail};
+use crate::runtime::{self, Provider};
+
+/// The onnxruntime-genai release the suite is pinned to.
+pub const GENAI_VERSION: &str = "0.18.0";
+
+/// The pinned requirement with the hash of every published wheel.
+pub const LOCK: &str = include_str!("../locks/onnxruntime-genai-0.18.0.txt");
+
+#[repr(C)]
+struct OgaResult(c_void);
+#[repr(C)]
+struct OgaConfig(c_void);
+#[repr(C)]
+struct OgaModel(c_void);
+#[repr(C)]
+struct OgaGeneratorParams(c_void);
+#[repr(C)]
+struct OgaGenerator(c_void);
+#[repr(C)]
+struct OgaTensor(c_void);
+
+type Status = *mut OgaResult;
+
+/// `OgaElementType_float32` in `ort_genai_c.h`.
+const ELEMENT_F32: i32 = 1;
+
+/// The C functions, resolved once.
+struct Api {
+    result_get_error: unsafe extern "C" fn(*const OgaResult) -> *const c_char,
+    destroy_result: unsafe extern "C" fn(Status),
+    create_config: unsafe extern "C" fn(*const c_char, *mut *mut OgaConfig) -> Status,
+    config_clear_providers: unsafe extern "C" fn(*mut OgaConfig) -> Status,
+    config_append_provider: unsafe extern "C" fn(*mut OgaConfig, *const c_char) -> Status,
+    destroy_config: unsafe extern "C" fn(*mut OgaConfig),
+    create_model_from_config: unsafe extern "C" fn(*const OgaConfig, *mut *mut OgaModel) -> Status,
+    destroy_model: unsafe extern "C" fn(*mut OgaModel),
+    create_generator_params: unsafe extern "C" fn(*const OgaModel, *mut *mut OgaGeneratorParams) -> Status,
+    params_set_search_number: unsafe extern "C" fn(*mut OgaGeneratorParams, *const c_char, f64) -> Status,
+    params_set_search_bool: unsafe extern "C" fn(*mut OgaGeneratorParams, *const c_char, bool) -> Status,
+    destroy_generator_params: unsafe extern "C" fn(*mut OgaGeneratorParams),
+    create_generator: unsafe extern "C" fn(*const OgaModel, *const OgaGeneratorParams, *mut *mut OgaGenerator) -> Status,
+    destroy_generator: unsafe extern "C" fn(*mut OgaGenerator),
+    append_tokens: unsafe extern "C" fn(*mut OgaGenerator, *const i32, usize) -> Status,
+    is_done: unsafe extern "C" fn(*mut OgaGenerator) -> bool,
+    generate_next_token: unsafe extern "C" fn(*mut OgaGenerator) -> Status,
+    get_logits: unsafe extern "C" fn(*mut OgaGenerator, *mut *mut OgaTensor) -> Status,
+    sequence_count: unsafe extern "C" fn(*const OgaGenerator, usize) -> usize,
+    sequence_data: unsafe extern "C" fn(*const OgaGenerator, usize) -> *const i32,
+    tensor_type: unsafe extern "C" fn(*mut OgaTensor, *mut i32) -> Status,
+    tensor_rank: unsafe extern "C" fn(*mut OgaTensor, *mut usize) -> Status,
+    tensor_shape: unsafe extern "C" fn(*mut OgaTensor, *mut i64, usize) -> Status,
+    tensor_data: unsafe extern "C" fn(*mut OgaTensor, *mut *mut c_void) -> Status,
+    destroy_tensor: unsafe extern "C" fn(*mut OgaTensor),
+    /// Keeps the library loaded for the life of the process (the function pointers point into it).
+    _lib: Library,
+    path: PathBuf,
+}
+
+static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
+
+/// Where the library is, installing the pinned wheel first if need be.
+pub fn locate() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("GENAI_DYLIB_PATH") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!("GENAI_DYLIB_PATH is {}, which is not a file; point it at libonnxruntime-genai.so or unset it", p.display());
+        }
+        return Ok(p);
+    }
+    let cache = bootstrap::target_dir().join("onnxruntime-genai").join(format!("onnxruntime-genai-{GENAI_VERSION}"));
+    let found = |tree: &Path| Some(library_in(tree)).filter(|p| p.is_file());
+    if let Some(lib) = found(&cache) {
+        return Ok(lib);
+    }
+    bootstrap::install_once(&format!("onnxruntime-genai=={GENAI_VERSION}"), LOCK, &cache, |c| found(c).is_some())?;
+    found(&cache).ok_or_else(|| {
+        Error::new(format!(
+            "installed onnxruntime-genai=={GENAI_VERSION} into {} but found no {} in it",
+            cache.display(),
+            library_in(&cache).display()
+        ))
+    })
+}
+
+fn library_in(tree: &Path) -> PathBuf {
+    let name = if cfg!(windows) {
+        "onnxruntime-genai.dll"
+    } else if cfg!(target_os = "macos") {
+        "libonnxruntime-genai.dylib"
+    } else {
+        "libonnxruntime-genai.so"
+    };
+    tree.join("onnxruntime_genai").join(name)
+}
+
+/// The bound API. ONNX Runtime is loaded first (the build the run's device chose), so genai binds to the suite's own.
+fn api() -> Result<&'static Api> {
+    runtime::load()?;
+    API.get_or_init(|| {
+        let path = locate()?;
+        // SAFETY: loading runs the library's initialisers; it is the hash-pinned onnxruntime-genai wheel's own
+        // library (or the one GENAI_DYLIB_PATH names), whose C API the signatures below transcribe from
+        // `ort_genai_c.h` of the same release.
+        let lib =
+            unsafe { Library::new(&path) }.map_err(|e| Error::new(format!("loading onnxruntime-genai from {}: {e}", path.display())))?;
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol's type is its C declaration in ort_genai_c.h.
+                *unsafe { lib.get($name) }.map_err(|e| {
+                    Error::new(format!(
+                        "{}: no symbol {} ({e}); is it onnxruntime-genai {GENAI_VERSION}?",
+                        path.display(),
+                        String::from_utf8_lossy(&$name[..$name.len() - 1])
+                    ))
+                })?
+            };
+        }
+        Ok(Api {
+            result_get_error: sym!(b"OgaResultGetError\0"),
+            destroy_result: sym!(b"OgaDestroyResult\0"),
+            create_config: sym!(b"OgaCreateConfig\0"),
+            config_clear_providers: sym!(b"OgaConfigClearProviders\0"),
+            config_append_provider: sym!(b"OgaConfigAppendProvider\0"),
+            destroy_config: sym!(b"OgaDestroyConfig\0"),
+            create_model_from_config: sym!(b"OgaCreateModelFromConfig\0"),
+            destroy_model: sym!(b"OgaDestroyModel\0"),
+            create_generator_params: sym!(b"OgaCreateGeneratorParams\0"),
+            params_set_search_number: sym!(b"OgaGeneratorParamsSetSearchNumber\0"),
+            params_set_search_bool: sym!(b"OgaGeneratorParamsSetSearchBool\0"),
+            destroy_generator_params: sym!(b"OgaDestroyGeneratorParams\0"),
+            create_generator: sym!(b"OgaCreateGenerator\0"),
+            destroy_generator: sym!(b"OgaDestroyGenerator\0"),
+            append_tokens: sym!(b"OgaGenerator_AppendTokens\0"),
+            is_done: sym!(b"OgaGenerator_IsDone\0"),
+            generate_next_token: sym!(b"OgaGenerator_GenerateNextToken\0"),
+            get_logits: sym!(b"OgaGenerator_GetLogits\0"),
+            sequence_count: sym!(b"OgaGenerator_GetSequenceCount\0"),
+            sequence_data: sym!(b"OgaGenerator_GetSequenceData\0"),
+            tensor_type: sym!(b"OgaTensorGetType\0"),
+            tensor_rank: sym!(b"OgaTensorGetShapeRank\0"),
+            tensor_shape: sym!(b"OgaTensorGetShape\0"),
+            tensor_data: sym!(b"OgaTensorGetData\0"),
+            destroy_tensor: sym!(b"OgaDestroyTensor\0"),
+            path: path.clone(),
+            _lib: lib,
+        })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+impl Api {
+    /// `Ok` for a null result; genai's message otherwise (the result is freed).
+    fn check(&self, r: Status, what: &str) -> Result<()> {
+        if r.is_null() {
+            return Ok(());
+        }
+        // SAFETY: `r` is a live OgaResult genai returned; its error string lives until OgaDestroyResult.
+        let msg = unsafe {
+            let p = (self.result_get_error)(r);
+            let m = if p.is_null() { "(no message)".to_string() } else { CStr::from_ptr(p).to_string_lossy().into_owned() };
+            (self.destroy_result)(r);
+            m
+        };
+        Err(Error::new(format!("onnxruntime-genai {GENAI_VERSION} ({what}): {msg}")))
+    }
+}
+
+/// Owns a genai object and destroys it on drop.
+struct Owned<T> {
+    ptr: *mut T,
+    destroy: unsafe extern "C" fn(*mut T),
+}
+
+impl<T> Drop for Owned<T> {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: `ptr` came from the matching genai constructor and is destroyed once.
+            unsafe { (self.destroy)(self.ptr) }
+        }
+    }
+}
+
+fn cstring(s: &str, what: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::new(format!("{what} contains a NUL byte: {s:?}")))
+}
+
+/// What a greedy genai run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The prompt's last-position logits, as genai computed them after appending the prompt.
+    pub prefill_logits: Vec<f32>,
+    /// The generated tokens (the prompt excluded), up to the length limit or to the EOS genai stopped at, included
+    /// as the suite's own runner and the goldens include it.
+    pub tokens: Vec<i64>,
+    /// The library that ran.
+    pub library: PathBuf,
+}
+
+/// Loads `package` (a folder with `genai_config.json`) in onnxruntime-genai on `provider`, appends `ids` and
+/// generates up to `max_new` tokens greedily. Errors carry genai's own message: a package genai refuses fails here.
+pub fn greedy(package: &Path, provider: Provider, ids: &[i64], max_new: usize) -> Result<Run> {
+    let api = api()?;
+    let dir = cstring(&package.to_string_lossy(), "the package path")?;
+    let ids32: Vec<i32> = ids
+        .iter()
+        .map(|&i| i32::try_from(i).map_err(|_| Error::new(format!("token id {i} does not fit genai's int32 ids"))))
+        .collect::<Result<_>>()?;
+    // SAFETY: every pointer passed is either a live genai object owned by an `Owned` in this scope, a CString alive
+    // across the call, or an out-pointer to a local; objects are destroyed in reverse order of creation.
+    unsafe {
+        let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
+        api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
+        api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
+        if let Provider::Cuda { .. } = provider {
+            api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
+        }
+        let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
+        api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
+        let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
+        api.check((api.create_generator_params)(model.ptr, &mut params.ptr), "creating generator params")?;
+        let max_length = (ids.len() + max_new) as f64;
+        api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
+        api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
+        let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
+        api.check((api.create_generator)(model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
+        api.check((api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()), "running the prompt")?;
+        let prefill_logits = logits(api, generator.ptr)?;
+        // The token each step chooses is the argmax of the logits it reads (greedy, no processors): kept so that the
+        // EOS genai stops at, which it does not store in the sequence, is still seen.
+        let mut chosen = Vec::with_capacity(max_new);
+        let mut step_logits = None;
+        while !(api.is_done)(generator.ptr) {
+            let l = match step_logits.take() {
+                None => logits(api, generator.ptr)?,
+                Some(l) => l,
+            };
+            chosen.push(crate::logits::argmax(&l) as i64);
+            api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
+            if !(api.is_done)(generator.ptr) {
+                step_logits = Some(logits(api, generator.ptr)?);
+            }
+        }
+        let n = (api.sequence_count)(generator.ptr, 0);
+        let data = (api.sequence_data)(generator.ptr, 0);
+        if data.is_null() || n < ids.len() {
+            bail!("onnxruntime-genai returned a sequence of {n} tokens for a {}-token prompt", ids.len());
+        }
+        let mut tokens: Vec<i64> = std::slice::from_raw_parts(data, n)[ids.len()..].iter().map(|&t| t as i64).collect();
+        if chosen.len() == tokens.len() + 1 && chosen[..tokens.len()] == tokens[..] {
+            tokens.push(chosen[tokens.len()]);
+        }
+        Ok(Run { prefill_logits, tokens, library: api.path.clone() })
+    }
+}
+
+/// The generator's current last-position logits, copied out ([batch = 1, (1,) vocab] float32).
+unsafe fn logits(api: &Api, generator: *mut OgaGenerator) -> Result<Vec<f32>> {
+    // SAFETY: `generator` is live; the tensor is owned below and destroyed after its data is copied.
+    unsafe {
+        let mut t = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_tensor };
+        api.check((api.get_logits)(generator, &mut t.ptr), "reading the logits")?;
+        let mut ty = 0i32;
+        api.check((api.tensor_type)(t.ptr, &mut ty), "reading the logits' type")?;
+        if ty != ELEMENT_F32 {
+            bail!("onnxruntime-genai returned logits of element type {ty}, expected float32 ({ELEMENT_F32})");
+        }
+        let mut rank = 0usize;
+        api.check((api.tensor_rank)(t.ptr, &mut rank), "reading the logits' rank")?;
+        let mut shape = vec![0i64; rank];
+        api.check((api.tensor_shape)(t.ptr, shape.as_mut_ptr(), rank), "reading the logits' shape")?;
+        let count: i64 = shape.iter().product();
+        if shape.first().copied().unwrap_or(0) != 1 || count <= 0 {
+            bail!("onnxruntime-genai returned logits of shape {shape:?}, expected [1, vocab] or [1, 1, vocab]");
+        }
+        let mut data = std::ptr::null_mut();
+        api.check((api.tensor_data)(t.ptr, &mut data), "reading the logits' data")?;
+        if data.is_null() {
+            bail!("onnxruntime-genai returned logits with no data");
+        }
+        let vocab = *shape.last().unwrap_or(&0) as usize;
+        let all = std::slice::from_raw_parts(data as *const f32, count as usize);
+        Ok(all[all.len() - vocab..].to_vec())
+    }
+}
