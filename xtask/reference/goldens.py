@@ -658,12 +658,18 @@ def run_job(job):
     S, N, V = input_ids.shape[1], generated.shape[0], step_logits.shape[1]
     if multimodal:
         mm = mm_tensors(model, inputs)  # before the float64 run below converts the model
-    prefill64 = float64_prefill(model, inputs)
-    noise = np.abs(prefill.numpy().astype(np.float64) - prefill64)
+    try:
+        prefill64 = float64_prefill(model, inputs)
+    except RuntimeError as e:
+        # Gemma-4's audio tower casts to float32 inside (RuntimeError: expected Float but found Double): such a
+        # model has no float64 run, and its goldens no noise floor (judged by atol/rtol, as before).
+        if not multimodal:
+            raise
+        print(f"{job['case']}: no float64 run ({str(e).splitlines()[0]}); golden without a noise floor", flush=True)
+        prefill64 = None
     tensors = {
         "input_ids": input_ids[0].to(torch.int64).numpy(),
         "prefill_logits": np.ascontiguousarray(prefill.numpy(), dtype=np.float32),
-        "prefill_logits_f64": np.ascontiguousarray(prefill64, dtype=np.float64),
         "generated_tokens": generated.to(torch.int64).numpy(),
         "step_logits": np.ascontiguousarray(step_logits.numpy(), dtype=np.float32),
     }
@@ -681,6 +687,8 @@ def run_job(job):
         metadata["dequantized_weights"] = str(n_deq)
         metadata["dequantized_sha256"] = deq_sha
         extra = f" dequantized={n_deq}"
+    if prefill64 is not None:
+        tensors["prefill_logits_f64"] = np.ascontiguousarray(prefill64, dtype=np.float64)
     if multimodal:
         tensors.update(mm)
         metadata["modality"] = modality
@@ -692,7 +700,9 @@ def run_job(job):
     top2 = torch.topk(torch.cat([prefill[None], step_logits]), 2, dim=-1).values
     min_margin = float((top2[:, 0] - top2[:, 1]).min())
     stopped = "eos" if eos and int(generated[-1]) in eos else "length"
-    extra += f" fp32-vs-fp64 max={noise.max():.3g} median={np.median(noise):.3g}"
+    if prefill64 is not None:
+        noise = np.abs(prefill.numpy().astype(np.float64) - prefill64)
+        extra += f" fp32-vs-fp64 max={noise.max():.3g} median={np.median(noise):.3g}"
     return (f"{job['case']}: S={S} N={N} V={V} stop={stopped} min_top1_top2_margin={min_margin:.4f}{extra} "
             f"tokens={generated.tolist()} -> {out_path}")
 
