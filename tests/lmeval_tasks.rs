@@ -154,3 +154,27 @@ fn hellaswag_process_docs_is_lm_evals() {
     let ItemKind::MultipleChoice { choices, .. } = &items[1].kind else { panic!() };
     assert_eq!(choices[1], "with sand and leave it empty.");
 }
+
+#[test]
+fn the_gate_baselines_of_the_task_files_equal_lm_evals_log_likelihoods() {
+    // `cargo xtask regen-goldens --case qwen3-tiny-lmeval` sent the suite's own requests for the four task files
+    // to Hugging Face transformers (xtask/reference/loglik.py); lm-eval sent its own. Same numbers, to 1e-6.
+    let want = expected();
+    let (mut n, mut worst) = (0, 0.0f64);
+    for (name, ..) in TASKS {
+        let file = format!("goldens/baselines/{name}/qwen3-tiny-lmeval.json");
+        let b = gate::Baseline::load(&workspace_root().join(&file), &file).unwrap();
+        let docs = want["tasks"][name]["docs"].as_array().unwrap();
+        assert_eq!(b.items.len(), docs.len(), "{name}");
+        let lm_acc = want["tasks"][name]["results"]["acc"].as_f64().unwrap();
+        assert_eq!(b.acc, Some(lm_acc), "{name}: the reference's acc is lm-eval's");
+        for (item, w) in b.items.iter().zip(docs) {
+            for (ours, theirs) in item.logliks.iter().zip(w["logliks"].as_array().unwrap()) {
+                worst = worst.max((ours.0 - theirs.as_f64().unwrap()).abs());
+                n += 1;
+            }
+        }
+    }
+    eprintln!("{n} log-likelihoods, max |suite baseline - lm-eval| = {worst:.3e}");
+    assert!(n == 69 && worst <= 1e-6, "{n} log-likelihoods, max diff {worst:e}");
+}

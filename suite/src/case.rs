@@ -56,10 +56,12 @@ pub struct CaseSpec {
     /// Trials expected to fail, strictly: one that passes is reported as a failure.
     #[serde(default)]
     pub xfail: Option<Xfail>,
-    /// Benchmark tasks (`cases/tasks/<task>.yaml`) the accuracy gate runs on every variant of the matrix: trials
-    /// `<task>/<case>/<ep>/<dtype>/accuracy`, judged against `goldens/baselines/<task>/<case>.json`.
+    /// Benchmark tasks (`cases/tasks/<task>.yaml`, or lm-eval task files) the accuracy gate runs on every variant
+    /// of the matrix: trials `<task>/<case>/<ep>/<dtype>/accuracy`, judged against
+    /// `goldens/baselines/<task>/<case>.json`. An entry is the task file's path, or `{task: path, data: folder,
+    /// num_fewshot, metric, limit, max_delta_points, flip_alpha, max_flipped_points}`.
     #[serde(default)]
-    pub accuracy: Vec<String>,
+    pub accuracy: Vec<AccuracyTask>,
     /// Lets local paths point outside the suite root (absolute, or `..` above it). Off: a case cannot read
     /// files elsewhere on the machine by accident.
     #[serde(default)]
@@ -72,6 +74,64 @@ pub struct CaseSpec {
     /// skipping them (as every case does under `MOBIUS_REQUIRE_MODELS=1` or `cargo xtask ci --require`).
     #[serde(default)]
     pub required: bool,
+}
+
+/// One of a case's accuracy tasks: a task file, or a task file with where its data is and the case's overrides.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum AccuracyTask {
+    File(String),
+    With(AccuracyEntry),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccuracyEntry {
+    pub task: String,
+    /// An lm-eval task file's dataset folder (laid out like the dataset's repository), relative to the suite
+    /// root; without it, the Hugging Face hub cache.
+    #[serde(default)]
+    pub data: Option<String>,
+    #[serde(default)]
+    pub num_fewshot: Option<usize>,
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub max_delta_points: Option<f64>,
+    #[serde(default)]
+    pub flip_alpha: Option<f64>,
+    #[serde(default)]
+    pub max_flipped_points: Option<f64>,
+}
+
+impl AccuracyTask {
+    /// The task file, relative to the suite root.
+    pub fn file(&self) -> &str {
+        match self {
+            AccuracyTask::File(f) => f,
+            AccuracyTask::With(e) => &e.task,
+        }
+    }
+
+    /// What the case says about the task; the data folder resolved against `root` (the one place it is), read
+    /// outside the root only when the case sets `external_paths`.
+    pub fn source(&self, root: &Path, external_paths: bool) -> crate::task::Source {
+        match self {
+            AccuracyTask::File(_) => crate::task::Source::with_external_paths(external_paths),
+            AccuracyTask::With(e) => crate::task::Source {
+                data: e.data.as_ref().map(|d| root.join(d)),
+                num_fewshot: e.num_fewshot,
+                metric: e.metric.clone(),
+                limit: e.limit,
+                max_delta_points: e.max_delta_points,
+                flip_alpha: e.flip_alpha,
+                max_flipped_points: e.max_flipped_points,
+                external_paths,
+            },
+        }
+    }
 }
 
 /// An expected failure, in the case file where everyone sees it. Empty filters match every value.
@@ -451,7 +511,17 @@ impl Case {
         paths.extend(s.reference.iter().map(|p| ("reference", p)));
         paths.extend(s.inputs.images.iter().map(|p| ("inputs.images", p)));
         paths.extend(s.inputs.audio.iter().map(|p| ("inputs.audio", p)));
-        paths.extend(s.accuracy.iter().map(|p| ("accuracy", p)));
+        let accuracy_data: Vec<String> = s
+            .accuracy
+            .iter()
+            .filter_map(|a| match a {
+                AccuracyTask::With(e) => e.data.clone(),
+                AccuracyTask::File(_) => None,
+            })
+            .collect();
+        let accuracy_files: Vec<String> = s.accuracy.iter().map(|a| a.file().to_string()).collect();
+        paths.extend(accuracy_files.iter().map(|p| ("accuracy", p)));
+        paths.extend(accuracy_data.iter().map(|p| ("accuracy.data", p)));
         for (field, p) in paths {
             match HubRef::parse(p) {
                 Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),

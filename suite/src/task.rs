@@ -306,7 +306,8 @@ impl Task {
         let path = root.join(file);
         if let Some(data) = &source.data {
             let what = format!("{file}: the case's `data` for it");
-            crate::paths::check_case_path(root, &data.to_string_lossy(), source.external_paths, &what)?;
+            let rel = data.strip_prefix(root).unwrap_or(data);
+            crate::paths::check_case_path(root, &rel.to_string_lossy(), source.external_paths, &what)?;
         }
         let c = lmeval::load_config(&path, file)?;
         if c.use_prompt.is_some() {

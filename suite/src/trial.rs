@@ -195,12 +195,20 @@ impl Suite {
                     }
                 }
                 Ok(case) => {
-                    for task in &case.spec.accuracy {
+                    for entry in &case.spec.accuracy {
+                        let task = entry.file();
                         let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
+                        let source = entry.source(&self.root, case.spec.external_paths);
                         for variant in case.variants(&self.root) {
                             out.push(TrialSpec {
                                 name: format!("{task_name}/{prefix}/{}/{}/accuracy", variant.ep, variant.dtype),
-                                kind: TrialKind::Accuracy { case: case.clone(), task: task.clone(), task_name: task_name.clone(), variant },
+                                kind: TrialKind::Accuracy {
+                                    case: case.clone(),
+                                    task: task.to_string(),
+                                    task_name: task_name.clone(),
+                                    source: source.clone(),
+                                    variant,
+                                },
                             });
                         }
                     }
@@ -252,6 +260,8 @@ pub enum TrialKind {
         case: Arc<Case>,
         task: String,
         task_name: String,
+        /// What the case says about the task (data folder, overrides).
+        source: crate::task::Source,
         variant: Variant,
     },
 }
@@ -403,9 +413,9 @@ pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
             let outcome = t.run().unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
             t.apply_xfail(outcome)
         }
-        TrialKind::Accuracy { case, task, task_name, variant } => {
+        TrialKind::Accuracy { case, task, task_name, source, variant } => {
             let t = Trial { suite, name: &spec.name, case, modality: Modality::Text, variant, level: Level::Accuracy, device };
-            let outcome = t.run_accuracy(task, task_name).unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
+            let outcome = t.run_accuracy(task, task_name, source).unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
             t.apply_xfail(outcome)
         }
     }
@@ -591,7 +601,7 @@ impl Trial<'_> {
     }
 
     /// The accuracy gate on one task: the package's benchmark accuracy against the reference's baseline.
-    fn run_accuracy(&self, task_file: &str, task_name: &str) -> Result<Outcome> {
+    fn run_accuracy(&self, task_file: &str, task_name: &str, source: &crate::task::Source) -> Result<Outcome> {
         let (provider, package) = match self.placement() {
             Ok(p) => p,
             Err(skip) => return Ok(skip),
@@ -604,8 +614,8 @@ impl Trial<'_> {
         crate::paths::confine(&self.suite.root, &baseline_path, "baseline", crate::paths::SUITE_HINT)?;
         let baseline = gate::Baseline::load(&baseline_path, &baseline_file)?;
         let tokenizer = self.tokenizer(&package)?;
-        let external = self.case.spec.external_paths;
-        let loaded = crate::task::load_items(&self.suite.root, task_file, &tokenizer, external).map_err(|e| e.context(&self.case.file))?;
+        let loaded =
+            crate::task::load_items_with(&self.suite.root, task_file, source, &tokenizer).map_err(|e| e.context(&self.case.file))?;
         let (task, items) = (&loaded.0, &loaded.1);
         if baseline.requests_hash != gate::requests_hash(items) {
             return Err(Error::new(format!(

@@ -27,7 +27,8 @@ pub struct BaselineJob {
 pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Value, BaselineJob)>, String> {
     let root = &suite.root;
     let mut out = Vec::new();
-    for file in &case.spec.accuracy {
+    for entry in &case.spec.accuracy {
+        let file = entry.file();
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
         let tok = case
             .tokenizer_location(root)
@@ -35,8 +36,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
             .resolve("tokenizer.json")
             .map_err(|e| e.to_string())?;
         let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
-        let task = Task::load_with(root, file, &mobius_conformance::task::Source::with_external_paths(case.spec.external_paths))
-            .map_err(|e| e.to_string())?;
+        let task = Task::load_with(root, file, &entry.source(root, case.spec.external_paths)).map_err(|e| e.to_string())?;
         let items = task.items(&tokenizer).map_err(|e| e.to_string())?;
         let name = task_name(file);
         let raw = work.join(format!("baseline.{name}.{}.safetensors", case.name));

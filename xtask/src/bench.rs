@@ -252,7 +252,7 @@ fn replicated_root(copies: usize) -> Result<PathBuf, String> {
                 }
             }
             for task in &case.spec.accuracy {
-                let t = crate::baselines::task_name(task);
+                let t = crate::baselines::task_name(task.file());
                 let from = suite.baseline_path(&t, &case.name);
                 let to = root.join("goldens/baselines").join(&t).join(format!("{name}.json"));
                 std::fs::create_dir_all(to.parent().unwrap()).map_err(io)?;
