@@ -188,6 +188,7 @@ impl Task {
     pub fn load_with(root: &Path, file: &str, external: bool) -> Result<Task> {
         let path = root.join(file);
         let inside = crate::paths::check_case_path(root, file, external, file)?;
+        crate::paths::regular_file(&path, file)?;
         let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
         // A file outside the root is read by opt-in only, and its lines are never echoed in a message.
         let spec: TaskSpec = serde_saphyr::from_str_with_options(&text, serde_saphyr::options! { with_snippet: inside })
@@ -397,6 +398,7 @@ pub fn render(template: &str, doc: &Doc) -> Result<String> {
 /// Reads a JSONL file (relative to `root`): one JSON object per non-empty line; errors name the line.
 pub fn read_jsonl(root: &Path, file: &str) -> Result<Vec<Doc>> {
     let path: PathBuf = root.join(file);
+    crate::paths::regular_file(&path, file)?;
     let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
     text.lines()
         .enumerate()
