@@ -145,4 +145,8 @@ fn a_fifo_named_like_a_case_is_named_not_read() {
     assert_eq!(broken.len(), 1, "{broken:?}");
     let e = broken[0].error.to_string();
     assert!(e.contains("cases/causal-lm/pipe.yaml") && e.contains("not a regular file"), "{e}");
+    // A tolerance table that is a FIFO is an error, not the built-in defaults.
+    assert!(std::process::Command::new("mkfifo").arg(s.0.join("cases/tolerances.yaml")).status().unwrap().success());
+    let e = Suite::open(&s.0).policy.expect_err("a FIFO is no policy").to_string();
+    assert!(e.contains("tolerance policy") && e.contains("not a regular file"), "{e}");
 }

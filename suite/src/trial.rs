@@ -38,11 +38,13 @@ impl Suite {
         let goldens_dir = ["goldens", "golden"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or_else(|| root.join("goldens"));
         let policy = [cases_dir.join("tolerances.yaml"), root.join("default_tolerances.yaml")]
             .into_iter()
-            .find(|p| p.is_file())
+            .find(|p| p.exists())
             .map_or_else(
                 || Ok(Policy::builtin()),
                 |p| {
+                    // One that is there but not a readable file is an error, never the built-in defaults.
                     crate::paths::confine(root, &p, "tolerance policy", crate::paths::SUITE_HINT)?;
+                    crate::paths::regular_file(&p, "tolerance policy")?;
                     Policy::load(&p)
                 },
             )
