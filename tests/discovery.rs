@@ -150,3 +150,13 @@ fn a_fifo_named_like_a_case_is_named_not_read() {
     let e = Suite::open(&s.0).policy.expect_err("a FIFO is no policy").to_string();
     assert!(e.contains("tolerance policy") && e.contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn a_panicking_trial_fails_alone_in_a_parallel_run() {
+    use mobius_conformance::trial::guarded;
+    let o = guarded("x/text/cpu/f32/L4", || panic!("index 7 out of range"));
+    assert_eq!(o.status, Status::Fail);
+    assert!(o.message.starts_with("x/text/cpu/f32/L4: the trial panicked: index 7 out of range"), "{}", o.message);
+    let ok = guarded("y", || mobius_conformance::trial::Outcome::skip("fine"));
+    assert_eq!(ok.status, Status::Skip);
+}
