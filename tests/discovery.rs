@@ -127,3 +127,36 @@ fn a_required_model_missing_from_the_cache_fails_instead_of_skipping() {
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("MOBIUS_REQUIRE_MODELS"), "{}", o.message);
 }
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_named_like_a_case_is_named_not_read() {
+    let s = Scratch::new("disc-fifo");
+    write(&s.0.join("cases/causal-lm/ok.yaml"), CASE);
+    let fifo = s.0.join("cases/causal-lm/pipe.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|st| st.success()) {
+        eprintln!("mkfifo is not available here; nothing to check");
+        return;
+    }
+    // Reading it would block forever: it must be reported, not opened.
+    let loaded = Suite::open(&s.0).load_cases();
+    let broken: Vec<_> = loaded.iter().filter_map(|c| c.as_ref().err()).collect();
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    let e = broken[0].error.to_string();
+    assert!(e.contains("cases/causal-lm/pipe.yaml") && e.contains("not a regular file"), "{e}");
+    // A tolerance table that is a FIFO is an error, not the built-in defaults.
+    assert!(std::process::Command::new("mkfifo").arg(s.0.join("cases/tolerances.yaml")).status().unwrap().success());
+    let e = Suite::open(&s.0).policy.expect_err("a FIFO is no policy").to_string();
+    assert!(e.contains("tolerance policy") && e.contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn a_panicking_trial_fails_alone_in_a_parallel_run() {
+    use mobius_conformance::trial::guarded;
+    let o = guarded("x/text/cpu/f32/L4", || panic!("index 7 out of range"));
+    assert_eq!(o.status, Status::Fail);
+    assert!(o.message.starts_with("x/text/cpu/f32/L4: the trial panicked: index 7 out of range"), "{}", o.message);
+    let ok = guarded("y", || mobius_conformance::trial::Outcome::skip("fine"));
+    assert_eq!(ok.status, Status::Skip);
+}

@@ -104,6 +104,9 @@ fn walk(root: &Path, dir: &Path, depth: usize, seen: &mut HashSet<PathBuf>, out:
         }
         if p.is_dir() {
             walk(root, &p, depth + 1, seen, out);
+        } else if is_yaml(&p) && !p.is_file() {
+            // A FIFO or device named like a case would block the read forever.
+            out.push(Found::Unreadable(p, Error::new("not a regular file (a FIFO, socket or device?)")));
         } else if is_yaml(&p) {
             out.push(Found::File(p));
         }

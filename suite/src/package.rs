@@ -75,6 +75,7 @@ pub struct GenaiConfig {
 impl GenaiConfig {
     pub fn load(package: &Path) -> Result<GenaiConfig> {
         let path = package.join("genai_config.json");
+        crate::paths::regular_file(&path, "genai_config.json")?;
         let text = std::fs::read_to_string(&path).at(path.display())?;
         GenaiConfig::parse(&path.display().to_string(), &text)
     }

@@ -108,6 +108,14 @@ pub fn withheld(file: &str, message: &str) -> crate::Error {
     ))
 }
 
+/// Errs when `path` exists but is not a regular file (a FIFO would block a read forever, a device never end).
+pub fn regular_file(path: &Path, what: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => bail!("{what}: {} is not a regular file (a FIFO, socket or device?)", path.display()),
+        _ => Ok(()),
+    }
+}
+
 /// The hint for paths a case names: how to allow them.
 pub const CASE_HINT: &str = "set `external_paths: true` in the case if it really must read files elsewhere";
 

@@ -272,6 +272,7 @@ impl Task {
         let external = source.external_paths;
         let path = root.join(file);
         let inside = crate::paths::check_case_path(root, file, external, file)?;
+        crate::paths::regular_file(&path, file)?;
         let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
         if lmeval::is_lmeval(&text) {
             return Task::load_lmeval(root, file, source);
@@ -666,6 +667,7 @@ fn scalar(v: &serde_json::Value) -> Option<String> {
 /// Reads a JSONL file (relative to `root`): one JSON object per non-empty line; errors name the line.
 pub fn read_jsonl(root: &Path, file: &str) -> Result<Vec<Doc>> {
     let path: PathBuf = root.join(file);
+    crate::paths::regular_file(&path, file)?;
     let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")))?;
     text.lines()
         .enumerate()

@@ -25,6 +25,7 @@ impl TextTokenizer {
             )));
         }
         let path = if dir_or_file.is_dir() { dir_or_file.join("tokenizer.json") } else { dir_or_file.to_path_buf() };
+        crate::paths::regular_file(&path, "tokenizer")?;
         let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = cache.get(&path) {
             return Ok(t.clone());

@@ -39,11 +39,13 @@ impl Suite {
         let goldens_dir = ["goldens", "golden"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or_else(|| root.join("goldens"));
         let policy = [cases_dir.join("tolerances.yaml"), root.join("default_tolerances.yaml")]
             .into_iter()
-            .find(|p| p.is_file())
+            .find(|p| p.exists())
             .map_or_else(
                 || Ok(Policy::builtin()),
                 |p| {
+                    // One that is there but not a readable file is an error, never the built-in defaults.
                     crate::paths::confine(root, &p, "tolerance policy", crate::paths::SUITE_HINT)?;
+                    crate::paths::regular_file(&p, "tolerance policy")?;
                     Policy::load(&p)
                 },
             )
@@ -378,7 +380,7 @@ pub fn run_parallel(
             s.spawn(|| {
                 while let Some(spec) = plan.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
                     let t0 = std::time::Instant::now();
-                    let outcome = run(suite, spec, device);
+                    let outcome = guarded(&spec.name, || run(suite, spec, device));
                     let f = Finished { name: spec.name.clone(), outcome, seconds: t0.elapsed().as_secs_f64() };
                     on_done(&f);
                     done.lock().unwrap_or_else(|p| p.into_inner()).push(f);
@@ -389,6 +391,15 @@ pub fn run_parallel(
     let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
     done.sort_by(|a, b| a.name.cmp(&b.name));
     done
+}
+
+/// Runs one trial so that a panic inside it (a bug of the suite, or an input no check foresaw) fails that trial
+/// with the panic's message instead of taking the whole run, and its report, down with it.
+pub fn guarded(name: &str, trial: impl FnOnce() -> Outcome) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(trial)).unwrap_or_else(|p| {
+        let why = p.downcast_ref::<String>().map(String::as_str).or_else(|| p.downcast_ref::<&str>().copied()).unwrap_or("(no message)");
+        Outcome::fail(format!("{name}: the trial panicked: {why}"))
+    })
 }
 
 /// Which execution provider runs a variant on `device`, or why it cannot run here.
