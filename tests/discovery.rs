@@ -58,16 +58,26 @@ fn a_case_that_does_not_load_fails_the_trials_a_filter_aims_at() {
 }
 
 #[test]
-fn two_cases_with_one_name_are_both_broken() {
+fn two_cases_with_one_name_in_one_folder_are_both_broken() {
     let s = Scratch::new("disc-twins");
     write(&s.0.join("cases/a/twin.yaml"), CASE);
-    write(&s.0.join("cases/b/twin.yaml"), CASE);
+    write(&s.0.join("cases/a/twin.YAML"), CASE);
     let loaded = Suite::open(&s.0).load_cases();
     assert_eq!(loaded.len(), 2);
     for c in loaded {
-        let b = c.expect_err("a name used twice is an error");
+        let b = c.expect_err("a name used twice in one folder is an error");
         assert!(b.error.to_string().contains("also used by"), "{}", b.error);
     }
+    // In two task folders, the names stay apart: the folder prefixes each trial.
+    let s = Scratch::new("disc-twins-apart");
+    write(&s.0.join("cases/a/twin.yaml"), CASE);
+    write(&s.0.join("cases/b/twin.yaml"), CASE);
+    let suite = Suite::open(&s.0);
+    assert!(suite.load_cases().iter().all(Result::is_ok));
+    let names: Vec<String> = suite.plan().into_iter().map(|t| t.name).collect();
+    assert!(names.iter().any(|n| n.starts_with("a/twin/")) && names.iter().any(|n| n.starts_with("b/twin/")), "{names:?}");
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "trial names are unique");
 }
 
 #[cfg(unix)]

@@ -93,10 +93,13 @@ impl Suite {
     pub fn load_cases(&self) -> Vec<std::result::Result<Arc<Case>, BrokenCase>> {
         let found = crate::discovery::case_files(&self.root, &self.cases_dir);
         let stem = |p: &Path| p.file_stem().map_or_else(|| "?".to_string(), |s| s.to_string_lossy().into_owned());
-        let mut by_name: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        // Two files of one name in one folder (`t.yaml`, `t.YAML`, `t.yml`) would share trial names and goldens. In
+        // different task folders they do not: `plan` prefixes the folder.
+        let mut by_name: std::collections::BTreeMap<(PathBuf, String), Vec<String>> = Default::default();
         for f in &found {
             if let crate::discovery::Found::File(p) = f {
-                by_name.entry(stem(p)).or_default().push(relative(&self.root, p));
+                let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+                by_name.entry((dir, stem(p))).or_default().push(relative(&self.root, p));
             }
         }
         found
@@ -122,6 +125,15 @@ impl Suite {
                     .unwrap_or_default();
                 let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")));
                 let expected = || crate::discovery::expected_trials(&name, text.as_ref().ok().map(String::as_str));
+                let twins = &by_name[&(path.parent().map(Path::to_path_buf).unwrap_or_default(), name.clone())];
+                if twins.len() > 1 {
+                    let error = Error::new(format!(
+                        "{file}: the case name `{name}` is also used by {} in the same folder; trial names and goldens would \
+                         collide: rename one",
+                        twins.iter().filter(|t| **t != file).cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                    return Err(BrokenCase { expected: expected(), name, file, error });
+                }
                 match text.clone().and_then(|t| Case::parse(&file, &task_dir, &name, &t)) {
                     Ok(c) => Ok(c),
                     Err(error) => Err(BrokenCase { expected: expected(), name, file, error }),
