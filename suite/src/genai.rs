@@ -217,61 +217,84 @@ pub struct Run {
     pub library: PathBuf,
 }
 
-/// Loads `package` (a folder with `genai_config.json`) in onnxruntime-genai on `provider`, appends `ids` and
-/// generates up to `max_new` tokens greedily. Errors carry genai's own message: a package genai refuses fails here.
-pub fn greedy(package: &Path, provider: Provider, ids: &[i64], max_new: usize) -> Result<Run> {
-    let api = api(provider)?;
-    let dir = cstring(&package.to_string_lossy(), "the package path")?;
-    let ids32: Vec<i32> = ids
-        .iter()
-        .map(|&i| i32::try_from(i).map_err(|_| Error::new(format!("token id {i} does not fit genai's int32 ids"))))
-        .collect::<Result<_>>()?;
-    // SAFETY: every pointer passed is either a live genai object owned by an `Owned` in this scope, a CString alive
-    // across the call, or an out-pointer to a local; objects are destroyed in reverse order of creation.
-    unsafe {
-        let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
-        api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
-        api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
-        if let Provider::Cuda { .. } = provider {
-            api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
-        }
-        let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
-        api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
-        let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
-        api.check((api.create_generator_params)(model.ptr, &mut params.ptr), "creating generator params")?;
-        let max_length = (ids.len() + max_new) as f64;
-        api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
-        api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
-        let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
-        api.check((api.create_generator)(model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
-        api.check((api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()), "running the prompt")?;
-        let prefill_logits = logits(api, generator.ptr)?;
-        // The token each step chooses is the argmax of the logits it reads (greedy, no processors): kept so that the
-        // EOS genai stops at, which it does not store in the sequence, is still seen.
-        let mut chosen = Vec::with_capacity(max_new);
-        let mut step_logits = None;
-        while !(api.is_done)(generator.ptr) {
-            let l = match step_logits.take() {
-                None => logits(api, generator.ptr)?,
-                Some(l) => l,
-            };
-            chosen.push(crate::logits::argmax(&l) as i64);
-            api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
-            if !(api.is_done)(generator.ptr) {
-                step_logits = Some(logits(api, generator.ptr)?);
+/// A package loaded in onnxruntime-genai, ready to generate (kept warm across runs by a caller that times them).
+pub struct Model {
+    api: &'static Api,
+    model: Owned<OgaModel>,
+    _config: Owned<OgaConfig>,
+}
+
+impl Model {
+    /// Loads `package` (a folder with `genai_config.json`) on `provider`. Errors carry genai's own message: a package
+    /// genai refuses fails here.
+    pub fn load(package: &Path, provider: Provider) -> Result<Model> {
+        let api = api(provider)?;
+        let dir = cstring(&package.to_string_lossy(), "the package path")?;
+        // SAFETY: out-pointers to locals, a CString alive across the calls; the objects are owned on return.
+        unsafe {
+            let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
+            api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
+            api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
+            if let Provider::Cuda { .. } = provider {
+                api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
             }
+            let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
+            api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
+            Ok(Model { api, model, _config: config })
         }
-        let n = (api.sequence_count)(generator.ptr, 0);
-        let data = (api.sequence_data)(generator.ptr, 0);
-        if data.is_null() || n < ids.len() {
-            bail!("onnxruntime-genai returned a sequence of {n} tokens for a {}-token prompt", ids.len());
-        }
-        let mut tokens: Vec<i64> = std::slice::from_raw_parts(data, n)[ids.len()..].iter().map(|&t| t as i64).collect();
-        if chosen.len() == tokens.len() + 1 && chosen[..tokens.len()] == tokens[..] {
-            tokens.push(chosen[tokens.len()]);
-        }
-        Ok(Run { prefill_logits, tokens, library: api.path.clone() })
     }
+
+    /// Appends `ids` and generates up to `max_new` tokens greedily.
+    pub fn greedy(&self, ids: &[i64], max_new: usize) -> Result<Run> {
+        let api = self.api;
+        let ids32: Vec<i32> = ids
+            .iter()
+            .map(|&i| i32::try_from(i).map_err(|_| Error::new(format!("token id {i} does not fit genai's int32 ids"))))
+            .collect::<Result<_>>()?;
+        // SAFETY: every pointer passed is a live genai object owned by an `Owned` here or by `self`, a C string
+        // literal, or an out-pointer to a local; objects are destroyed in reverse order of creation.
+        unsafe {
+            let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
+            api.check((api.create_generator_params)(self.model.ptr, &mut params.ptr), "creating generator params")?;
+            let max_length = (ids.len() + max_new) as f64;
+            api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
+            api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
+            let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
+            api.check((api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
+            api.check((api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()), "running the prompt")?;
+            let prefill_logits = logits(api, generator.ptr)?;
+            // The token each step chooses is the argmax of the logits it reads (greedy, no processors): kept so that
+            // the EOS genai stops at, which it does not store in the sequence, is still seen.
+            let mut chosen = Vec::with_capacity(max_new);
+            let mut step_logits = None;
+            while !(api.is_done)(generator.ptr) {
+                let l = match step_logits.take() {
+                    None => logits(api, generator.ptr)?,
+                    Some(l) => l,
+                };
+                chosen.push(crate::logits::argmax(&l) as i64);
+                api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
+                if !(api.is_done)(generator.ptr) {
+                    step_logits = Some(logits(api, generator.ptr)?);
+                }
+            }
+            let n = (api.sequence_count)(generator.ptr, 0);
+            let data = (api.sequence_data)(generator.ptr, 0);
+            if data.is_null() || n < ids.len() {
+                bail!("onnxruntime-genai returned a sequence of {n} tokens for a {}-token prompt", ids.len());
+            }
+            let mut tokens: Vec<i64> = std::slice::from_raw_parts(data, n)[ids.len()..].iter().map(|&t| t as i64).collect();
+            if chosen.len() == tokens.len() + 1 && chosen[..tokens.len()] == tokens[..] {
+                tokens.push(chosen[tokens.len()]);
+            }
+            Ok(Run { prefill_logits, tokens, library: api.path.clone() })
+        }
+    }
+}
+
+/// Loads `package` in onnxruntime-genai on `provider`, appends `ids` and generates up to `max_new` tokens greedily.
+pub fn greedy(package: &Path, provider: Provider, ids: &[i64], max_new: usize) -> Result<Run> {
+    Model::load(package, provider)?.greedy(ids, max_new)
 }
 
 /// The generator's current last-position logits, copied out ([batch = 1, (1,) vocab] float32).
