@@ -182,8 +182,9 @@ mod tests {
         let (r, md, json, junit) = run(&root);
         assert!(r.is_ok(), "{r:?}");
         assert!(md.contains("| `a/text/default/f32/L4` | SKIP |"), "{md}");
-        assert_eq!((json["total"].as_u64(), json["failed"].as_u64()), (Some(2), Some(0)));
-        assert!(junit.contains("tests=\"2\" failures=\"0\""), "{junit}");
+        // L4, L5 and genai.
+        assert_eq!((json["total"].as_u64(), json["failed"].as_u64()), (Some(3), Some(0)));
+        assert!(junit.contains("tests=\"3\" failures=\"0\""), "{junit}");
 
         let root_bad = suite("bad", &[("a.yaml", SKIPPED), ("b.yaml", "model_id: m\nbogus: <&>\n")]);
         let (r, md, json, junit) = run(&root_bad);
