@@ -38,11 +38,24 @@ struct OgaGeneratorParams(c_void);
 struct OgaGenerator(c_void);
 #[repr(C)]
 struct OgaTensor(c_void);
+#[repr(C)]
+struct OgaMultiModalProcessor(c_void);
+#[repr(C)]
+struct OgaStringArray(c_void);
+#[repr(C)]
+struct OgaImages(c_void);
+#[repr(C)]
+struct OgaAudios(c_void);
+#[repr(C)]
+struct OgaNamedTensors(c_void);
 
 type Status = *mut OgaResult;
 
 /// `OgaElementType_float32` in `ort_genai_c.h`.
 const ELEMENT_F32: i32 = 1;
+/// `OgaElementType_int32` and `OgaElementType_int64`.
+const ELEMENT_I32: i32 = 6;
+const ELEMENT_I64: i32 = 7;
 
 /// The C functions, resolved once.
 struct Api {
@@ -71,6 +84,24 @@ struct Api {
     tensor_shape: unsafe extern "C" fn(*mut OgaTensor, *mut i64, usize) -> Status,
     tensor_data: unsafe extern "C" fn(*mut OgaTensor, *mut *mut c_void) -> Status,
     destroy_tensor: unsafe extern "C" fn(*mut OgaTensor),
+    create_processor: unsafe extern "C" fn(*const OgaModel, *mut *mut OgaMultiModalProcessor) -> Status,
+    destroy_processor: unsafe extern "C" fn(*mut OgaMultiModalProcessor),
+    create_strings: unsafe extern "C" fn(*const *const c_char, usize, *mut *mut OgaStringArray) -> Status,
+    destroy_strings: unsafe extern "C" fn(*mut OgaStringArray),
+    load_images: unsafe extern "C" fn(*const OgaStringArray, *mut *mut OgaImages) -> Status,
+    destroy_images: unsafe extern "C" fn(*mut OgaImages),
+    load_audios: unsafe extern "C" fn(*const OgaStringArray, *mut *mut OgaAudios) -> Status,
+    destroy_audios: unsafe extern "C" fn(*mut OgaAudios),
+    process: unsafe extern "C" fn(
+        *const OgaMultiModalProcessor,
+        *const c_char,
+        *const OgaImages,
+        *const OgaAudios,
+        *mut *mut OgaNamedTensors,
+    ) -> Status,
+    named_get: unsafe extern "C" fn(*mut OgaNamedTensors, *const c_char, *mut *mut OgaTensor) -> Status,
+    destroy_named: unsafe extern "C" fn(*mut OgaNamedTensors),
+    set_inputs: unsafe extern "C" fn(*mut OgaGenerator, *const OgaNamedTensors) -> Status,
     /// Keeps the library loaded for the life of the process (the function pointers point into it).
     _lib: Library,
     path: PathBuf,
@@ -161,6 +192,18 @@ fn api() -> Result<&'static Api> {
             tensor_shape: sym!(b"OgaTensorGetShape\0"),
             tensor_data: sym!(b"OgaTensorGetData\0"),
             destroy_tensor: sym!(b"OgaDestroyTensor\0"),
+            create_processor: sym!(b"OgaCreateMultiModalProcessor\0"),
+            destroy_processor: sym!(b"OgaDestroyMultiModalProcessor\0"),
+            create_strings: sym!(b"OgaCreateStringArrayFromStrings\0"),
+            destroy_strings: sym!(b"OgaDestroyStringArray\0"),
+            load_images: sym!(b"OgaLoadImages\0"),
+            destroy_images: sym!(b"OgaDestroyImages\0"),
+            load_audios: sym!(b"OgaLoadAudios\0"),
+            destroy_audios: sym!(b"OgaDestroyAudios\0"),
+            process: sym!(b"OgaProcessorProcessImagesAndAudios\0"),
+            named_get: sym!(b"OgaNamedTensorsGet\0"),
+            destroy_named: sym!(b"OgaDestroyNamedTensors\0"),
+            set_inputs: sym!(b"OgaGenerator_SetInputs\0"),
             path: path.clone(),
             _lib: lib,
         })
@@ -217,61 +260,170 @@ pub struct Run {
     pub library: PathBuf,
 }
 
-/// Loads `package` (a folder with `genai_config.json`) in onnxruntime-genai on `provider`, appends `ids` and
-/// generates up to `max_new` tokens greedily. Errors carry genai's own message: a package genai refuses fails here.
-pub fn greedy(package: &Path, provider: Provider, ids: &[i64], max_new: usize) -> Result<Run> {
-    let api = api()?;
-    let dir = cstring(&package.to_string_lossy(), "the package path")?;
-    let ids32: Vec<i32> = ids
-        .iter()
-        .map(|&i| i32::try_from(i).map_err(|_| Error::new(format!("token id {i} does not fit genai's int32 ids"))))
-        .collect::<Result<_>>()?;
-    // SAFETY: every pointer passed is either a live genai object owned by an `Owned` in this scope, a CString alive
-    // across the call, or an out-pointer to a local; objects are destroyed in reverse order of creation.
-    unsafe {
-        let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
-        api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
-        api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
-        if let Provider::Cuda { .. } = provider {
-            api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
-        }
-        let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
-        api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
-        let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
-        api.check((api.create_generator_params)(model.ptr, &mut params.ptr), "creating generator params")?;
-        let max_length = (ids.len() + max_new) as f64;
-        api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
-        api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
-        let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
-        api.check((api.create_generator)(model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
-        api.check((api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()), "running the prompt")?;
-        let prefill_logits = logits(api, generator.ptr)?;
-        // The token each step chooses is the argmax of the logits it reads (greedy, no processors): kept so that the
-        // EOS genai stops at, which it does not store in the sequence, is still seen.
-        let mut chosen = Vec::with_capacity(max_new);
-        let mut step_logits = None;
-        while !(api.is_done)(generator.ptr) {
-            let l = match step_logits.take() {
-                None => logits(api, generator.ptr)?,
-                Some(l) => l,
-            };
-            chosen.push(crate::logits::argmax(&l) as i64);
-            api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
-            if !(api.is_done)(generator.ptr) {
-                step_logits = Some(logits(api, generator.ptr)?);
+/// A package loaded in onnxruntime-genai, ready to generate (kept warm across runs by a caller that times them).
+pub struct Model {
+    api: &'static Api,
+    model: Owned<OgaModel>,
+    _config: Owned<OgaConfig>,
+}
+
+impl Model {
+    /// Loads `package` (a folder with `genai_config.json`) on `provider`. Errors carry genai's own message: a package
+    /// genai refuses fails here.
+    pub fn load(package: &Path, provider: Provider) -> Result<Model> {
+        let api = api()?;
+        let dir = cstring(&package.to_string_lossy(), "the package path")?;
+        // SAFETY: out-pointers to locals, a CString alive across the calls; the objects are owned on return.
+        unsafe {
+            let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
+            api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
+            api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
+            if let Provider::Cuda { .. } = provider {
+                api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
             }
+            let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
+            api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
+            Ok(Model { api, model, _config: config })
         }
-        let n = (api.sequence_count)(generator.ptr, 0);
-        let data = (api.sequence_data)(generator.ptr, 0);
-        if data.is_null() || n < ids.len() {
-            bail!("onnxruntime-genai returned a sequence of {n} tokens for a {}-token prompt", ids.len());
-        }
-        let mut tokens: Vec<i64> = std::slice::from_raw_parts(data, n)[ids.len()..].iter().map(|&t| t as i64).collect();
-        if chosen.len() == tokens.len() + 1 && chosen[..tokens.len()] == tokens[..] {
-            tokens.push(chosen[tokens.len()]);
-        }
-        Ok(Run { prefill_logits, tokens, library: api.path.clone() })
     }
+
+    /// Appends `ids` and generates up to `max_new` tokens greedily.
+    pub fn greedy(&self, ids: &[i64], max_new: usize) -> Result<Run> {
+        let api = self.api;
+        let ids32: Vec<i32> = ids
+            .iter()
+            .map(|&i| i32::try_from(i).map_err(|_| Error::new(format!("token id {i} does not fit genai's int32 ids"))))
+            .collect::<Result<_>>()?;
+        // SAFETY: every pointer passed is a live genai object owned by an `Owned` here or by `self`, a C string
+        // literal, or an out-pointer to a local; objects are destroyed in reverse order of creation.
+        unsafe {
+            let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
+            api.check((api.create_generator_params)(self.model.ptr, &mut params.ptr), "creating generator params")?;
+            let max_length = (ids.len() + max_new) as f64;
+            api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
+            api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
+            let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
+            api.check((api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
+            api.check((api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()), "running the prompt")?;
+            let prefill_logits = logits(api, generator.ptr)?;
+            // The token each step chooses is the argmax of the logits it reads (greedy, no processors): kept so that
+            // the EOS genai stops at, which it does not store in the sequence, is still seen.
+            let mut chosen = Vec::with_capacity(max_new);
+            let mut step_logits = None;
+            while !(api.is_done)(generator.ptr) {
+                let l = match step_logits.take() {
+                    None => logits(api, generator.ptr)?,
+                    Some(l) => l,
+                };
+                chosen.push(crate::logits::argmax(&l) as i64);
+                api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
+                if !(api.is_done)(generator.ptr) {
+                    step_logits = Some(logits(api, generator.ptr)?);
+                }
+            }
+            let n = (api.sequence_count)(generator.ptr, 0);
+            let data = (api.sequence_data)(generator.ptr, 0);
+            if data.is_null() || n < ids.len() {
+                bail!("onnxruntime-genai returned a sequence of {n} tokens for a {}-token prompt", ids.len());
+            }
+            let mut tokens: Vec<i64> = std::slice::from_raw_parts(data, n)[ids.len()..].iter().map(|&t| t as i64).collect();
+            if chosen.len() == tokens.len() + 1 && chosen[..tokens.len()] == tokens[..] {
+                tokens.push(chosen[tokens.len()]);
+            }
+            Ok(Run { prefill_logits, tokens, library: api.path.clone() })
+        }
+    }
+}
+
+/// What genai's own multimodal processor made of a prompt and its media, and the greedy run on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaRun {
+    /// The `input_ids` genai's processor built (chat text with its media tokens expanded).
+    pub processor_ids: Vec<i64>,
+    /// The greedy tokens on those inputs (no prefill logits: genai runs the prompt inside its first step).
+    pub tokens: Vec<i64>,
+}
+
+impl Model {
+    /// Runs `prompt` (with one media placeholder per image and clip) through genai's multimodal processor with
+    /// `images` and `audio`, then generates up to `max_new` tokens greedily from what it made.
+    pub fn greedy_media(&self, prompt: &str, images: &[PathBuf], audio: &[PathBuf], max_new: usize) -> Result<MediaRun> {
+        let api = self.api;
+        let prompt = cstring(prompt, "the prompt")?;
+        let paths =
+            |files: &[PathBuf]| -> Result<Vec<CString>> { files.iter().map(|p| cstring(&p.to_string_lossy(), "a media path")).collect() };
+        let (image_paths, audio_paths) = (paths(images)?, paths(audio)?);
+        // SAFETY: as in `greedy`: live owned objects, C strings alive across the calls, out-pointers to locals.
+        unsafe {
+            let mut processor = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_processor };
+            api.check((api.create_processor)(self.model.ptr, &mut processor.ptr), "creating the multimodal processor")?;
+            let strings = |list: &[CString]| -> Result<Owned<OgaStringArray>> {
+                let ptrs: Vec<*const c_char> = list.iter().map(|c| c.as_ptr()).collect();
+                let mut a = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_strings };
+                api.check((api.create_strings)(ptrs.as_ptr(), ptrs.len(), &mut a.ptr), "listing media files")?;
+                Ok(a)
+            };
+            let mut images = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_images };
+            if !image_paths.is_empty() {
+                api.check((api.load_images)(strings(&image_paths)?.ptr, &mut images.ptr), "loading the images")?;
+            }
+            let mut audios = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_audios };
+            if !audio_paths.is_empty() {
+                api.check((api.load_audios)(strings(&audio_paths)?.ptr, &mut audios.ptr), "loading the audio")?;
+            }
+            let mut named = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_named };
+            api.check((api.process)(processor.ptr, prompt.as_ptr(), images.ptr, audios.ptr, &mut named.ptr), "processing the prompt")?;
+            let mut ids_t = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_tensor };
+            api.check((api.named_get)(named.ptr, c"input_ids".as_ptr(), &mut ids_t.ptr), "reading the processor's input_ids")?;
+            let processor_ids = int_tensor(api, ids_t.ptr)?;
+            let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
+            api.check((api.create_generator_params)(self.model.ptr, &mut params.ptr), "creating generator params")?;
+            let max_length = (processor_ids.len() + max_new) as f64;
+            api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
+            api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
+            let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
+            api.check((api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
+            api.check((api.set_inputs)(generator.ptr, named.ptr), "setting the processor's inputs")?;
+            while !(api.is_done)(generator.ptr) {
+                api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
+            }
+            let n = (api.sequence_count)(generator.ptr, 0);
+            let data = (api.sequence_data)(generator.ptr, 0);
+            let start = processor_ids.len().min(n);
+            let tokens =
+                if data.is_null() { Vec::new() } else { std::slice::from_raw_parts(data, n)[start..].iter().map(|&t| t as i64).collect() };
+            Ok(MediaRun { processor_ids, tokens })
+        }
+    }
+}
+
+/// An integer tensor's values (int32 or int64), flattened.
+unsafe fn int_tensor(api: &Api, t: *mut OgaTensor) -> Result<Vec<i64>> {
+    // SAFETY: `t` is live; its data is read within its shape.
+    unsafe {
+        let mut ty = 0i32;
+        api.check((api.tensor_type)(t, &mut ty), "reading a tensor's type")?;
+        let mut rank = 0usize;
+        api.check((api.tensor_rank)(t, &mut rank), "reading a tensor's rank")?;
+        let mut shape = vec![0i64; rank];
+        api.check((api.tensor_shape)(t, shape.as_mut_ptr(), rank), "reading a tensor's shape")?;
+        let count = shape.iter().product::<i64>().max(0) as usize;
+        let mut data = std::ptr::null_mut();
+        api.check((api.tensor_data)(t, &mut data), "reading a tensor's data")?;
+        if data.is_null() && count > 0 {
+            bail!("onnxruntime-genai returned a tensor with no data");
+        }
+        Ok(match ty {
+            ELEMENT_I64 => std::slice::from_raw_parts(data as *const i64, count).to_vec(),
+            ELEMENT_I32 => std::slice::from_raw_parts(data as *const i32, count).iter().map(|&v| v as i64).collect(),
+            _ => bail!("onnxruntime-genai returned input_ids of element type {ty}, expected int32 or int64"),
+        })
+    }
+}
+
+/// Loads `package` in onnxruntime-genai on `provider`, appends `ids` and generates up to `max_new` tokens greedily.
+pub fn greedy(package: &Path, provider: Provider, ids: &[i64], max_new: usize) -> Result<Run> {
+    Model::load(package, provider)?.greedy(ids, max_new)
 }
 
 /// The generator's current last-position logits, copied out ([batch = 1, (1,) vocab] float32).

@@ -42,3 +42,57 @@ pub fn judge(ctx: &Context, run: &Run, goldens: &Goldens) -> Outcome {
     }
     Outcome { status, message, max_abs_diff, first_divergence, snapshot: None, detail: None }
 }
+
+/// The prompt a processor is given, from the ids the Hugging Face processor made of it: every expanded media block
+/// (`<begin> <soft> x n <end>`, a run of one repeated id between two others) back to its one placeholder (`<soft>`).
+pub fn placeholder_ids(expanded: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(expanded.len());
+    let mut i = 0;
+    while i < expanded.len() {
+        let id = expanded[i];
+        let run = expanded[i..].iter().take_while(|&&x| x == id).count();
+        if run >= 2 && i > 0 && i + run < expanded.len() {
+            // Drop the block's opening token (already pushed) and its closing one.
+            out.pop();
+            out.push(id);
+            i += run + 1;
+        } else {
+            out.push(id);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The failure message for a processor prompt that is not Hugging Face's: both, as ids and as text, and where they
+/// part. `None` when they are equal.
+pub fn prompt_difference(hf: &[i64], genai: &[i64], text: &dyn Fn(&[i64]) -> String) -> Option<String> {
+    if hf == genai {
+        return None;
+    }
+    let at = hf.iter().zip(genai).position(|(a, b)| a != b).unwrap_or(hf.len().min(genai.len()));
+    Some(format!(
+        "genai's processor built another prompt than Hugging Face's: {} ids against {}, first different at position {at}\n  \
+         Hugging Face ids: {hf:?}\n  genai ids:        {genai:?}\n  Hugging Face text: {:?}\n  genai text:        {:?}\n",
+        genai.len(),
+        hf.len(),
+        text(hf),
+        text(genai)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_blocks_collapse_to_their_placeholder() {
+        // <bos> <turn> user \n <|image> <|image|> x3 <image|> text
+        assert_eq!(placeholder_ids(&[2, 11, 97, 4, 6, 6, 6, 5, 300]), [2, 11, 97, 6, 300]);
+        assert_eq!(placeholder_ids(&[2, 4, 6, 6, 5, 8, 10, 10, 9, 1]), [2, 6, 10, 1]);
+        assert_eq!(placeholder_ids(&[2, 11, 97]), [2, 11, 97]);
+        let d = prompt_difference(&[1, 2, 3], &[1, 9, 2, 3], &|ids: &[i64]| format!("{ids:?}")).unwrap();
+        assert!(d.contains("first different at position 1") && d.contains("[1, 9, 2, 3]"), "{d}");
+        assert_eq!(prompt_difference(&[1], &[1], &|_: &[i64]| String::new()), None);
+    }
+}

@@ -64,6 +64,12 @@ impl TextTokenizer {
     }
 
     /// One token's text, quoted-friendly.
+    /// The text of `ids` with special tokens kept (a chat prompt as a processor reads it).
+    pub fn decode_raw(&self, ids: &[i64]) -> String {
+        let ok: Vec<u32> = ids.iter().filter_map(|&i| u32::try_from(i).ok()).collect();
+        self.inner.decode(&ok, false).unwrap_or_default()
+    }
+
     pub fn token(&self, id: i64) -> String {
         u32::try_from(id).ok().and_then(|i| self.inner.decode(&[i], false).ok()).unwrap_or_else(|| format!("<{id}?>"))
     }

@@ -850,12 +850,15 @@ impl Trial<'_> {
         tokenizer: &TextTokenizer,
         policy: &Policy,
     ) -> Result<Outcome> {
-        if self.modality != Modality::Text {
+        if let Provider::Cuda { .. } = provider {
             return Ok(Outcome::skip(format!(
-                "genai on {} prompts goes through genai's own multimodal processor, which the suite does not drive yet; \
-                 the text trial of this case runs the package in genai",
-                self.modality
+                "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, which \
+                 the suite does not pin yet",
+                crate::genai::GENAI_VERSION
             )));
+        }
+        if self.modality != Modality::Text {
+            return self.run_genai_media(package, provider, paths, inputs, tokenizer, policy);
         }
         let spec = &self.case.spec;
         let stale = |file: &str, why: String| {
@@ -914,6 +917,58 @@ impl Trial<'_> {
             text: &text,
         };
         Ok(crate::genai_level::judge(&ctx, &run, &goldens))
+    }
+
+    /// A media prompt through genai's own processor: the prompt it builds must be Hugging Face's (else the trial
+    /// fails showing both), and its greedy tokens on what it built are judged against the L5 golden.
+    fn run_genai_media(
+        &self,
+        package: &Path,
+        provider: Provider,
+        paths: &GoldenPaths,
+        inputs: &Inputs,
+        tokenizer: &TextTokenizer,
+        policy: &Policy,
+    ) -> Result<Outcome> {
+        let hf = inputs.input_ids();
+        let prompt = tokenizer.decode_raw(&crate::genai_level::placeholder_ids(hf));
+        let media = |files: &[String], wanted: bool| -> Vec<PathBuf> {
+            if wanted { files.iter().map(|f| self.suite.root.join(f)).collect() } else { Vec::new() }
+        };
+        let images = media(&self.case.spec.inputs.images, matches!(self.modality, Modality::Image | Modality::ImageAudio));
+        let audio = media(&self.case.spec.inputs.audio, matches!(self.modality, Modality::Audio | Modality::ImageAudio));
+        let generation = if paths.generation.is_file() { Some(GenerationGolden::load(&paths.generation)?) } else { None };
+        let max_new = generation.as_ref().and_then(|g| g.max_new_tokens).unwrap_or(self.case.max_new_tokens()) as usize;
+        let run = crate::genai::Model::load(package, provider)
+            .and_then(|m| m.greedy_media(&prompt, &images, &audio, max_new))
+            .map_err(|e| e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))))?;
+        let text = |ids: &[i64]| tokenizer.decode_raw(ids);
+        let mut message = format!("{}: genai: {} prompt through onnxruntime-genai's own processor\n", self.name, self.modality);
+        let mut status = Status::Pass;
+        if let Some(d) = crate::genai_level::prompt_difference(hf, &run.processor_ids, &text) {
+            status = Status::Fail;
+            message.push_str(&format!("  - {d}"));
+        }
+        if let Some(g) = &generation {
+            let spec = &self.case.spec;
+            let tol = policy.resolve(Level::L5, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio);
+            let r = verdict::judge_generation(&run.tokens, g, None, &tol);
+            status = status.max(r.verdict.into());
+            let token = |id: i64| tokenizer.token(id);
+            let plain = |ids: &[i64]| tokenizer.decode(ids);
+            let (file, regenerate) = (self.rel(&paths.generation), self.regenerate());
+            let ctx = report::Context {
+                trial: self.name,
+                case_file: &self.case.file,
+                golden_file: &file,
+                regenerate: &regenerate,
+                policy_source: &policy.source,
+                token: &token,
+                text: &plain,
+            };
+            message.push_str(&report::generation(&ctx, &r));
+        }
+        Ok(Outcome { status, message, max_abs_diff: None, first_divergence: None, snapshot: None, detail: None })
     }
 
     /// A failing stream, or one with a committed snapshot, is judged by its snapshot: equal to the reviewed one, it

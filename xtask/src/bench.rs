@@ -350,21 +350,29 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
     let prompt = prompt_ids()?;
     let prompt_arg = prompt.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     table.push(format!(
-        "| decode ({} tokens, tok/s, {} pairs) | suite | suite, ORT runs only | genai 1 thread | genai package settings | python ort | vs genai | ceiling vs genai | vs python ort |",
+        "| decode ({} tokens, tok/s, {} pairs) | suite | suite, ORT runs only | genai 1 thread | genai package settings | python ort | genai via the suite's binding | vs genai | ceiling vs genai | vs python ort |",
         o.tokens, o.pairs
     ));
-    table.push("|---|---|---|---|---|---|---|---|---|".into());
+    table.push("|---|---|---|---|---|---|---|---|---|---|".into());
     let mut decode = Vec::new();
     for m in MODELS {
         for f in FLAVOURS {
             let pkg = package(m, f);
             let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
             let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
-            // One row per pair: suite, suite inside ORT, then each engine.
-            let mut rows: Vec<[f64; 5]> = Vec::new();
+            // onnxruntime-genai through the suite's own binding (the genai level's), loaded once and kept warm.
+            let genai_rs = mobius_conformance::genai::Model::load(&pkg, Provider::Cpu).map_err(|e| e.to_string())?;
+            let mut genai_rs_ids = Vec::new();
+            // One row per pair: suite, suite inside ORT, then each Python engine, then genai through the binding.
+            let mut rows: Vec<[f64; 6]> = Vec::new();
             for pair in 0..o.pairs {
-                let mut row = [f64::NAN; 5];
-                let suite_run = |row: &mut [f64; 5]| -> Result<(), String> {
+                let mut row = [f64::NAN; 6];
+                settle();
+                let t0 = std::time::Instant::now();
+                let run = genai_rs.greedy(&prompt, o.tokens).map_err(|e| e.to_string())?;
+                row[5] = run.tokens.len() as f64 / t0.elapsed().as_secs_f64();
+                genai_rs_ids = run.tokens;
+                let suite_run = |row: &mut [f64; 6]| -> Result<(), String> {
                     settle();
                     (row[0], row[1]) = suite.run()?;
                     Ok(())
@@ -384,7 +392,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
                 rows.push(row);
             }
             let col = |i: usize| finite_stats(rows.iter().map(|r| r[i]));
-            let paired = |f: &dyn Fn(&[f64; 5]) -> f64| finite_stats(rows.iter().map(f));
+            let paired = |f: &dyn Fn(&[f64; 6]) -> f64| finite_stats(rows.iter().map(f));
             // genai's peer figure is its better setting in the pair: one thread or the package's own.
             let vs_genai = paired(&|r| ratio(r[0], r[2].max(r[3])));
             let ceiling = paired(&|r| ratio(r[1], r[2].max(r[3])));
@@ -406,12 +414,13 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
             let cell = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.0}", s.median));
             let r = |x: Option<Stats>| x.map_or("-".into(), |x| format!("{:.2} ({:.2}-{:.2})", x.median, x.min, x.max));
             table.push(format!(
-                "| {m} {f} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {m} {f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell(col(0)),
                 cell(col(1)),
                 cell(col(2)),
                 cell(col(3)),
                 cell(col(4)),
+                cell(col(5)),
                 r(vs_genai),
                 r(ceiling),
                 r(vs_ort)
@@ -420,9 +429,13 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
             decode.push(json!({
                 "model": m, "flavour": f, "pairs": o.pairs,
                 "suite": j(col(0)), "suite_inside_ort_runs": j(col(1)),
-                "genai": j(col(2)), "genai_package_settings": j(col(3)), "python_ort": j(col(4)),
+                "genai": j(col(2)), "genai_package_settings": j(col(3)), "python_ort": j(col(4)), "genai_suite_binding": j(col(5)),
                 "decode_vs_genai": j(vs_genai), "decode_ceiling_vs_genai": j(ceiling), "decode_vs_python_ort": j(vs_ort),
-                "same_ids_until_eos": { "genai": same("genai"), "python_ort": same("ort") }, "compared_steps": masked,
+                "same_ids_until_eos": {
+                    "genai": same("genai"), "python_ort": same("ort"),
+                    "genai_suite_binding": genai_rs_ids.iter().take(masked).eq(suite.ids.iter().take(masked)),
+                },
+                "compared_steps": masked,
             }));
         }
     }

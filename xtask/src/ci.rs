@@ -216,10 +216,11 @@ mod tests {
         let root = suite("ok", &[("a.yaml", SKIPPED)]);
         let (r, md, json, junit) = run(&root);
         assert!(r.is_ok(), "{r:?}");
-        assert!(md.starts_with("## Conformance: ✅ PASS: 0 failed · 2 skipped (2 trials on cpu,"), "{md}");
-        assert!(md.contains("| a · text | L4 ➖ L5 ➖ |"), "{md}");
-        assert_eq!((json["total"].as_u64(), json["failed"].as_u64()), (Some(2), Some(0)));
-        assert!(junit.contains("tests=\"2\" failures=\"0\""), "{junit}");
+        assert!(md.starts_with("## Conformance: ✅ PASS: 0 failed · 3 skipped (3 trials on cpu,"), "{md}");
+        assert!(md.contains("| a · text | L4 ➖ L5 ➖"), "{md}");
+        // L4, L5 and genai.
+        assert_eq!((json["total"].as_u64(), json["failed"].as_u64()), (Some(3), Some(0)));
+        assert!(junit.contains("tests=\"3\" failures=\"0\""), "{junit}");
 
         let root_bad = suite("bad", &[("a.yaml", SKIPPED), ("b.yaml", "model_id: m\nbogus: <&>\n")]);
         let (r, md, json, junit) = run(&root_bad);
