@@ -178,3 +178,27 @@ fn the_gate_baselines_of_the_task_files_equal_lm_evals_log_likelihoods() {
     eprintln!("{n} log-likelihoods, max |suite baseline - lm-eval| = {worst:.3e}");
     assert!(n == 69 && worst <= 1e-6, "{n} log-likelihoods, max diff {worst:e}");
 }
+
+#[test]
+fn parquet_splits_read_as_their_jsonl_twins() {
+    // pyarrow (snappy) copies of two splits: nested lists and structs come back as the JSONL documents.
+    let root = workspace_root().join("tests/data/lmeval");
+    for (parquet, jsonl) in [
+        (
+            "parquet/ARC-Easy/test-00000-of-00001.parquet",
+            "hub/datasets--allenai--ai2_arc/snapshots/fixture/ARC-Easy/test-00000-of-00001.jsonl",
+        ),
+        (
+            "parquet/hellaswag/validation-00000-of-00001.parquet",
+            "hub/datasets--Rowan--hellaswag/snapshots/fixture/data/validation-00000-of-00001.jsonl",
+        ),
+    ] {
+        let p = lmeval::read_docs(&[root.join(parquet)], "t").unwrap();
+        let j = lmeval::read_docs(&[root.join(jsonl)], "t").unwrap();
+        assert!(!p.is_empty() && p == j, "{parquet}");
+    }
+    // Found by split name in a data folder like any other format.
+    let c = lmeval::Config { dataset_path: Some("allenai/ai2_arc".into()), dataset_name: Some("ARC-Easy".into()), ..Default::default() };
+    let files = lmeval::split_files(&root, Some(&root.join("parquet")), &c, "test", "t").unwrap();
+    assert_eq!(files, [root.join("parquet/ARC-Easy/test-00000-of-00001.parquet")]);
+}
