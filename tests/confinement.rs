@@ -60,7 +60,7 @@ fn hub_ids_cannot_name_absolute_or_climbing_paths() {
     ] {
         assert!(HubRef::parse(&bad).unwrap().is_err(), "{bad} was accepted");
         let text = format!(
-            "model_id: m\nmodel_type: q\nrevision: r\ntask_type: t\ndtype: f32\nlevel: L4\ntokenizer: \"{}\"\n",
+            "model_id: m\nmodel_type: q\nrevision: r\ntask_type: text-generation\ndtype: f32\nlevel: L4\ntokenizer: \"{}\"\n",
             bad.replace('\\', "\\\\")
         );
         let e = Case::parse("cases/t/x.yaml", "t", "x", &text).unwrap_err().to_string();

@@ -9,7 +9,7 @@ use common::{Scratch, write};
 use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::gate;
 use mobius_conformance::scoring::Scored;
-use mobius_conformance::task::{self, Item, ItemKind, Metric, Task};
+use mobius_conformance::task::{self, Item, ItemKind, Metric, Source, Task};
 use mobius_conformance::tokenizer::TextTokenizer;
 use serde_json::Value;
 
@@ -30,7 +30,8 @@ fn ids(v: &Value) -> Vec<i64> {
 fn suite_task(s: &Scratch, name: &str, data: &str, body: &str, limit: u64) -> (Task, Vec<Item>) {
     let data = workspace_root().join(data);
     write(&s.0.join(format!("{name}.yaml")), &format!("test: {}\nlimit: {limit}\n{body}", data.display()));
-    let task = Task::load(&s.0, &format!("{name}.yaml")).unwrap();
+    // The data is the repository's, outside the scratch root: read by opt-in, as a case would with `external_paths`.
+    let task = Task::load_with(&s.0, &format!("{name}.yaml"), &Source::with_external_paths(true)).unwrap();
     let tok = TextTokenizer::load(&workspace_root().join("fixtures/arith-tiny/hf")).unwrap();
     let items = task.items(&tok).unwrap();
     (task, items)

@@ -196,7 +196,14 @@ mod tests {
         let text = "model_id: x\nlevel: L4\nmatrix:\n  eps: [cpu]\n  dtypes: [f32, int4]\nbogus: 1\naccuracy: [cases/tasks/t.yaml]\n";
         assert_eq!(
             expected_trials("x", Some(text)),
-            ["t/x/cpu/f32/accuracy", "t/x/cpu/int4/accuracy", "x/text/cpu/f32/L4", "x/text/cpu/int4/L4"]
+            [
+                "t/x/cpu/f32/accuracy",
+                "t/x/cpu/int4/accuracy",
+                "x/text/cpu/f32/L4",
+                "x/text/cpu/f32/genai",
+                "x/text/cpu/int4/L4",
+                "x/text/cpu/int4/genai"
+            ]
         );
         let all = expected_trials("x", Some("model_id: [unclosed"));
         assert_eq!(all.len(), 3 * 4 * (2 + 3 + 3 + 4), "every ep, dtype, modality and level: {all:?}");
