@@ -1,5 +1,6 @@
-//! Whole trials on the real fixtures: a broken export is caught and named, stale goldens and strict xfails are
-//! reported as such, and reviewed snapshots pass only while the output equals them.
+//! Whole trials on the real fixtures: a broken export is caught and named, stale goldens and strict xfails (each
+//! stating the failure it expects) are reported as such, and reviewed snapshots pass only while the output equals
+//! them.
 //!
 //! Each test lays out its own suite root in a temp folder (cases, goldens) that points at the committed fixtures.
 
@@ -100,20 +101,96 @@ fn a_golden_from_another_prompt_is_stale() {
     }
 }
 
+/// An xfail entry for qwen3-tiny's cpu f32 trials at `level`, expecting `expect`.
+fn xfail(level: &'static str, expect: String) -> impl Fn(String) -> String {
+    move |t: String| {
+        t + &format!(
+            "xfail:\n  levels: [{level}]\n  eps: [cpu]\n  dtypes: [f32]\n  reason: \"kv heads swapped on purpose\"\n  expect: {expect}\n"
+        )
+    }
+}
+
 #[test]
 fn xfail_is_strict() {
-    let xfail = |t: String| t + "xfail:\n  levels: [L4]\n  eps: [cpu]\n  reason: \"kv heads swapped on purpose\"\n";
-    let s = scratch("xpass", xfail);
+    let s = scratch("xpass", xfail("L4", "{ failure: logits, max_abs_diff: [0.01, 100] }".into()));
     let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::Fail);
     assert!(o.message.contains("unexpectedly passed") && o.message.contains("remove the xfail"), "{}", o.message);
+    assert!(o.message.contains("expected: { failure: logits"), "{}", o.message);
     let untouched = run(&s.0, &format!("{CASE}/text/default/f32/L4"));
     assert_eq!(untouched.status, Status::Pass, "the xfail names only the cpu ep");
+}
 
-    let s = scratch("xfail", |t| xfail(broken(t)));
-    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+/// The broken export's own L4 failure, measured once; an xfail around it is expected, one beside it is not.
+#[test]
+fn xfail_absorbs_only_the_failure_it_states() {
+    let name = format!("{CASE}/text/cpu/f32/L4");
+    let s = scratch("xfail-measure", broken);
+    let measured = run(&s.0, &name);
+    let failure = measured.failure.expect("a failed L4 verdict states its failure");
+    let d = failure.max_abs_diff.expect("L4 measures a max |diff|");
+    assert!(d > 1e-2, "{d}");
+
+    let around = format!("{{ failure: logits, max_abs_diff: [{}, {}] }}", d * 0.95, d * 1.05);
+    let s = scratch("xfail-match", |t| xfail("L4", around.clone())(broken(t)));
+    let o = run(&s.0, &name);
     assert_eq!(o.status, Status::ExpectedFailure, "{}", o.message);
-    assert!(o.message.contains("kv heads swapped on purpose"), "{}", o.message);
+    assert!(o.message.contains("kv heads swapped on purpose") && o.message.contains("actual:"), "{}", o.message);
+
+    // The same kind, a diff outside the range: another bug, not the one written down.
+    let beside = format!("{{ failure: logits, max_abs_diff: [{}, {}] }}", d * 2.0, d * 3.0);
+    let s = scratch("xfail-range", |t| xfail("L4", beside.clone())(broken(t)));
+    let o = run(&s.0, &name);
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("not the expected failure") && o.message.contains("outside the expected"), "{}", o.message);
+    assert!(
+        o.message.contains("expected: { failure: logits, max_abs_diff: [") && o.message.contains("actual:   { failure: logits"),
+        "{}",
+        o.message
+    );
+
+    // Another kind at L5: the stream diverges at a step, but the entry expects logits that leave tolerance later.
+    let l5 = format!("{CASE}/text/cpu/f32/L5");
+    let got = run(&scratch("xfail-l5-measure", broken).0, &l5).failure.expect("a failed L5 verdict states its failure");
+    let wrong_step = got.first_step.expect("a diverging stream names its step") + 1;
+    let s = scratch("xfail-l5", |t| xfail("L5", format!("{{ failure: tokens, first_step: {wrong_step} }}"))(broken(t)));
+    let o = run(&s.0, &l5);
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains(&format!("not at the expected step {wrong_step}")), "{}", o.message);
+}
+
+/// A package ONNX Runtime cannot load, inside an xfail variant: the trial never reached a verdict, so it fails,
+/// printing what was expected and what came.
+#[test]
+fn an_unloadable_package_is_never_an_expected_failure() {
+    let pkg = Scratch::new("xfail-unloadable-pkg");
+    copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &pkg.0);
+    std::fs::write(pkg.0.join("model.onnx"), b"not an onnx model").unwrap();
+    let point = |t: String| {
+        let mut out: Vec<String> = t.lines().filter(|l| !l.trim_start().starts_with("package:")).map(str::to_string).collect();
+        let i = out.iter().position(|l| l.trim_start().starts_with("matrix:")).expect("case has a matrix");
+        out.insert(i + 1, format!("  package: \"{}\"", pkg.0.display()));
+        out.join("\n") + "\n"
+    };
+    let s = scratch("xfail-unloadable", |t| xfail("L4", "{ failure: logits, max_abs_diff: [0, 100] }".into())(point(t)));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("never an expected failure"), "{}", o.message);
+    assert!(o.message.contains("expected: { failure: logits") && o.message.contains("actual:   no verdict failure"), "{}", o.message);
+}
+
+/// An xfail that does not say which failure it expects would absorb any: the case is refused, naming the field.
+#[test]
+fn a_bare_xfail_is_refused() {
+    let bare = |t: String| t + "xfail:\n  levels: [L4]\n  eps: [cpu]\n  reason: \"kv heads swapped on purpose\"\n";
+    let s = scratch("xfail-bare", bare);
+    let o = run(&s.0, &format!("{CASE}/case"));
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(
+        o.message.contains("cases/causal-lm/qwen3-tiny.yaml") && o.message.contains("field `xfail.expect` is missing"),
+        "{}",
+        o.message
+    );
 }
 
 #[test]
@@ -145,4 +222,26 @@ fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
     assert_eq!(changed.status, Status::Fail, "{}", changed.message);
     assert!(changed.message.contains("does not match"), "{}", changed.message);
     let _ = std::fs::remove_file(&pending);
+}
+
+/// L5 judges every decode step's logits, not only the tokens: a golden whose stored step-5 logit differs from what
+/// the package computes (as a decode-only bug would make the package differ) fails at step 5, tokens all kept.
+#[test]
+fn l5_fails_at_the_first_step_whose_logits_leave_tolerance() {
+    use mobius_conformance::hexfloat;
+    let s = scratch("step-logits", |t| t);
+    let path = s.0.join(format!("goldens/causal-lm/{CASE}_generation.json"));
+    let mut g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let cell = &mut g["steps"][5]["logits"][1];
+    let x = hexfloat::parse_f64(cell.as_str().unwrap()).unwrap();
+    *cell = serde_json::Value::String(hexfloat::format_f64(x + 0.05));
+    write(&path, &serde_json::to_string_pretty(&g).unwrap());
+
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L5"));
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("decode-step logits leave tolerance from step 5 on"), "{}", o.message);
+    assert!(o.message.contains("the greedy tokens still all agree"), "{}", o.message);
+    let f = o.failure.expect("a failed verdict states its failure");
+    assert_eq!((f.kind.name(), f.first_step), ("step_logits", Some(5)));
+    assert!((f.max_abs_diff.unwrap() - 0.05).abs() < 1e-3, "{:?}", f.max_abs_diff);
 }

@@ -4,7 +4,7 @@ use mobius_conformance::case::{Dtype, Level};
 use mobius_conformance::golden::{GenerationGolden, Hex, Noise, PrefillGolden, StepTop};
 use mobius_conformance::logits::TopK;
 use mobius_conformance::tolerance::Tolerance;
-use mobius_conformance::verdict::{DivergenceKind, Verdict, judge_generation, judge_prefill};
+use mobius_conformance::verdict::{DivergenceKind, Verdict, judge_generation, judge_prefill, judge_step_logits, with_step_logits};
 
 fn f32_l4() -> Tolerance {
     Tolerance::builtin(Level::L4, Dtype::F32)
@@ -274,4 +274,55 @@ fn noise_floor_is_at_least_half_an_ulp_and_scales_with_the_dtype() {
     let mut nan = r.clone();
     nan[0] = f32::NAN;
     assert_eq!(judge_prefill(&nan, &noisy_golden(&r), Some(&r), &f32_l4()).verdict, Verdict::Fail);
+}
+
+/// The package's logits at the golden's stored ids, per step: the reference's own, with `edit` applied.
+fn step_logits(golden: &GenerationGolden, edit: impl Fn(usize, usize, f32) -> f32) -> Vec<Vec<f32>> {
+    golden.steps.iter().enumerate().map(|(i, s)| s.logits.iter().enumerate().map(|(k, h)| edit(i, k, h.0 as f32)).collect()).collect()
+}
+
+#[test]
+fn l5_decode_only_bug_fails_at_the_step_where_logits_leave_tolerance() {
+    let g = generation_golden();
+    let tol = l5(Dtype::F32);
+    // A decode-path bug (a KV-cache write off by a little): prefill and every greedy token stay exact, but from
+    // step 5 on the runner-up's logit moves by 0.075, as the x1.05 value-cache mutant does.
+    let got = step_logits(&g, |i, k, x| if i >= 5 && k == 1 { x + 0.075 } else { x });
+    let s = judge_step_logits(&got, &g, &tol).expect("the golden stores per-step logits");
+    let o = s.first_out.expect("out of tolerance");
+    assert_eq!((o.step, o.id, s.steps_out), (5, 205, 3));
+    assert!((s.max_abs - 0.075).abs() < 1e-5, "{}", s.max_abs);
+    let r = with_step_logits(judge_generation(&g.generated_tokens, &g, None, &tol), &s);
+    assert_eq!(r.verdict, Verdict::Fail, "{:?}", r.reasons);
+    let why = r.reasons.last().unwrap();
+    assert!(why.contains("from step 5 on") && why.contains("the greedy tokens still all agree"), "{why}");
+
+    // Clean: float32 rounding only, far inside atol.
+    let clean = judge_step_logits(&step_logits(&g, |_, _, x| x + 2e-6), &g, &tol).unwrap();
+    assert_eq!(clean.first_out, None);
+    let r = with_step_logits(judge_generation(&g.generated_tokens, &g, None, &tol), &clean);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.reasons);
+
+    // The same drift at f16 sits inside f16's tolerance: the verdict follows the dtype's policy.
+    assert_eq!(judge_step_logits(&got, &g, &l5(Dtype::F16)).unwrap().first_out, None);
+}
+
+#[test]
+fn l5_step_logits_say_whether_the_tokens_still_agree() {
+    let g = generation_golden();
+    let tol = l5(Dtype::F32);
+    let got = step_logits(&g, |i, _, x| if i >= 2 { x - 1.0 } else { x });
+    let s = judge_step_logits(&got, &g, &tol).unwrap();
+    let mut tokens = g.generated_tokens.clone();
+    tokens[6] = 999;
+    let r = with_step_logits(judge_generation(&tokens, &g, Some(&tokens), &tol), &s);
+    assert_eq!(r.verdict, Verdict::Fail);
+    let why = r.reasons.last().unwrap();
+    assert!(why.contains("from step 2 on") && why.contains("still agree there (they first diverge at step 6)"), "{why}");
+    // A missing step (a package that stopped early) is out of tolerance, never silently skipped.
+    let short = judge_step_logits(&step_logits(&g, |_, _, x| x)[..4], &g, &tol).unwrap();
+    assert_eq!(short.first_out.map(|o| o.step), Some(4));
+    // mobius' goldens store no steps: nothing to judge.
+    let bare = GenerationGolden { steps: vec![], ..g };
+    assert_eq!(judge_step_logits(&[], &bare, &tol), None);
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer};
 use crate::error::{Error, Result, bail};
 use crate::hub::HubRef;
 use crate::tolerance::ToleranceOverride;
+pub use crate::xfail::Xfail;
 
 /// What a case file holds, field for field.
 #[derive(Debug, Clone, Deserialize)]
@@ -53,9 +54,10 @@ pub struct CaseSpec {
     pub matrix: Option<Matrix>,
     #[serde(default)]
     pub tolerance: Option<ToleranceOverride>,
-    /// Trials expected to fail, strictly: one that passes is reported as a failure.
-    #[serde(default)]
-    pub xfail: Option<Xfail>,
+    /// Trials expected to fail, each with the failure it expects (one entry or a list), strictly: one that passes,
+    /// or fails otherwise, is reported as a failure.
+    #[serde(default, deserialize_with = "crate::xfail::one_or_many")]
+    pub xfail: Vec<Xfail>,
     /// Benchmark tasks (`cases/tasks/<task>.yaml`, or lm-eval task files) the accuracy gate runs on every variant
     /// of the matrix: trials `<task>/<case>/<ep>/<dtype>/accuracy`, judged against
     /// `goldens/baselines/<task>/<case>.json`. An entry is the task file's path, or `{task: path, data: folder,
@@ -131,29 +133,6 @@ impl AccuracyTask {
                 external_paths,
             },
         }
-    }
-}
-
-/// An expected failure, in the case file where everyone sees it. Empty filters match every value.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Xfail {
-    pub levels: Vec<Level>,
-    #[serde(default)]
-    pub eps: Vec<Ep>,
-    #[serde(default)]
-    pub dtypes: Vec<Dtype>,
-    #[serde(default)]
-    pub modalities: Vec<Modality>,
-    pub reason: String,
-}
-
-impl Xfail {
-    pub fn applies(&self, modality: Modality, ep: Ep, dtype: Dtype, level: Level) -> bool {
-        fn any<T: PartialEq>(list: &[T], v: T) -> bool {
-            list.is_empty() || list.contains(&v)
-        }
-        self.levels.contains(&level) && any(&self.eps, ep) && any(&self.dtypes, dtype) && any(&self.modalities, modality)
     }
 }
 
@@ -533,11 +512,7 @@ impl Case {
                 None => {}
             }
         }
-        if let Some(x) = &s.xfail
-            && (x.levels.is_empty() || x.reason.trim().is_empty())
-        {
-            bail!("{file}: field `xfail` needs a non-empty `levels` list and a `reason`");
-        }
+        crate::xfail::validate(&s.xfail).map_err(|e| Error::new(format!("{file}: {e}")))?;
         if let Some(t) = &s.tolerance {
             t.validate().map_err(|e| e.context(format!("{file}: field `tolerance`")))?;
         }

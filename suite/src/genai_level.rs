@@ -9,7 +9,8 @@ use crate::golden::{GenerationGolden, PrefillGolden};
 use crate::report::{self, Context};
 use crate::tolerance::Tolerance;
 use crate::trial::{Outcome, Status};
-use crate::verdict;
+use crate::verdict::{self, Verdict};
+use crate::xfail::{Failure, FailureKind};
 
 /// The L4 side: the golden, its full logits when it has them, the tolerance; the same for L5.
 pub struct Goldens<'a> {
@@ -28,19 +29,27 @@ pub fn judge(ctx: &Context, run: &Run, goldens: &Goldens) -> Outcome {
     let mut status = Status::Pass;
     let mut max_abs_diff = None;
     let mut first_divergence = None;
+    // What an xfail entry can expect: the prefill's logits when they fail, else the stream's tokens.
+    let mut failure = None;
     if let Some((golden, full, tol, file)) = goldens.prefill {
         let r = verdict::judge_prefill(&run.prefill_logits, golden, full, tol);
         max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
+        if r.verdict == Verdict::Fail {
+            failure = Some(Box::new(Failure { kind: FailureKind::Logits, max_abs_diff, first_step: None }));
+        }
         status = status.max(r.verdict.into());
         message.push_str(&report::prefill(&Context { golden_file: file, ..*ctx }, &r));
     }
     if let Some((golden, tol, file)) = goldens.generation {
         let r = verdict::judge_generation(&run.tokens, golden, None, tol);
         first_divergence = r.first_divergence.as_ref().map(|d| d.index);
+        if r.verdict == Verdict::Fail && failure.is_none() {
+            failure = Some(Box::new(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step: first_divergence }));
+        }
         status = status.max(r.verdict.into());
         message.push_str(&report::generation(&Context { golden_file: file, ..*ctx }, &r));
     }
-    Outcome { status, message, max_abs_diff, first_divergence, snapshot: None, detail: None }
+    Outcome { status, message, max_abs_diff, first_divergence, snapshot: None, detail: None, failure }
 }
 
 /// The prompt a processor is given, from the ids the Hugging Face processor made of it: every expanded media block

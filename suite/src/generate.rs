@@ -95,6 +95,9 @@ pub struct Step {
     /// The package's own greedy choice at this step.
     pub chosen: i64,
     pub top: TopK,
+    /// The package's logits at the ids the caller watches at this step (the reference's stored top-k), in order:
+    /// what a per-step verdict needs, without keeping whole vocabulary-sized vectors.
+    pub watched: Vec<f32>,
 }
 
 /// A greedy run: what the package chose at every step.
@@ -124,6 +127,19 @@ pub fn greedy(
     eos: &[i64],
     forced: Option<&[i64]>,
 ) -> Result<Generated> {
+    greedy_watching(decoder, front, prompt, max_new_tokens, eos, forced, &[])
+}
+
+/// [`greedy`], keeping at step `i` the logits at `watch[i]`'s ids (an id outside the vocabulary reads NaN).
+pub fn greedy_watching(
+    decoder: &Decoder,
+    front: &Front,
+    prompt: &[i64],
+    max_new_tokens: usize,
+    eos: &[i64],
+    forced: Option<&[i64]>,
+    watch: &[&[i64]],
+) -> Result<Generated> {
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
     if limit > crate::golden::MAX_NEW_TOKENS as usize {
         bail!(
@@ -150,7 +166,10 @@ pub fn greedy(
             }
         };
         let chosen = argmax(logits) as i64;
-        steps.push(Step { chosen, top: TopK::of(logits, 10) });
+        let watched = watch.get(i).map_or_else(Vec::new, |ids| {
+            ids.iter().map(|&id| usize::try_from(id).ok().and_then(|id| logits.get(id)).copied().unwrap_or(f32::NAN)).collect()
+        });
+        steps.push(Step { chosen, top: TopK::of(logits, 10), watched });
         let next = forced.map_or(chosen, |f| f[i]);
         tokens.push(next);
         if forced.is_none() && eos.contains(&next) {

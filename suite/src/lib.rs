@@ -34,5 +34,6 @@ pub mod tokenizer;
 pub mod tolerance;
 pub mod trial;
 pub mod verdict;
+pub mod xfail;
 
 pub use error::{Error, Result};

@@ -20,6 +20,7 @@ use crate::snapshot;
 use crate::tokenizer::TextTokenizer;
 use crate::tolerance::{Policy, Tolerance};
 use crate::verdict::{self, Verdict};
+use crate::xfail::{Failure, FailureKind};
 
 /// A suite root: `cases/` and `goldens/` (or mobius' `golden/`) beside each other.
 #[derive(Debug, Clone)]
@@ -334,11 +335,13 @@ pub struct Outcome {
     pub snapshot: Option<String>,
     /// Every number the verdict measured, and the series the reports plot.
     pub detail: Option<Box<Detail>>,
+    /// What failed, when a verdict failed (what an xfail entry can expect); `None` for a pass or an error.
+    pub failure: Option<Box<Failure>>,
 }
 
 impl Outcome {
     fn new(status: Status, message: impl Into<String>) -> Outcome {
-        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None, snapshot: None, detail: None }
+        Outcome { status, message: message.into(), max_abs_diff: None, first_divergence: None, snapshot: None, detail: None, failure: None }
     }
 
     pub fn skip(reason: impl Into<String>) -> Outcome {
@@ -468,25 +471,54 @@ impl Trial<'_> {
         relative(&self.suite.root, p)
     }
 
-    /// Strict expected failures: a listed trial that fails passes as XFAIL; one that passes is a failure.
+    /// The case's xfail entry naming this trial, if any.
+    fn xfail(&self) -> Option<&crate::xfail::Xfail> {
+        let v = self.variant;
+        self.case.spec.xfail.iter().find(|x| x.applies(self.modality, v.ep, v.dtype, self.level))
+    }
+
+    /// Strict expected failures: a listed trial that fails exactly as its entry expects passes as XFAIL; one that
+    /// passes, or fails otherwise (another kind, a diff outside the range, another step, no verdict at all), fails
+    /// and prints both the expected and the actual failure.
     fn apply_xfail(&self, o: Outcome) -> Outcome {
-        let Some(x) = &self.case.spec.xfail else { return o };
-        if !x.applies(self.modality, self.variant.ep, self.variant.dtype, self.level) {
-            return o;
-        }
+        let Some(x) = self.xfail() else { return o };
+        let expected = x.expect.as_ref().map_or_else(|| "(none stated)".to_string(), ToString::to_string);
+        let actual = o.failure.as_ref().map_or_else(|| "no verdict failure".to_string(), ToString::to_string);
         match o.status {
             Status::Fail => {
-                Outcome { status: Status::ExpectedFailure, message: format!("{}: XFAIL ({})\n{}", self.name, x.reason, o.message), ..o }
+                let mismatch = match &x.expect {
+                    Some(e) => e.mismatch(o.failure.as_deref()),
+                    None => Some("the xfail entry states no expected failure".into()),
+                };
+                match mismatch {
+                    None => Outcome {
+                        status: Status::ExpectedFailure,
+                        message: format!(
+                            "{}: XFAIL ({})\n  expected: {expected}\n  actual:   {actual}\n{}",
+                            self.name, x.reason, o.message
+                        ),
+                        ..o
+                    },
+                    Some(why) => Outcome {
+                        status: Status::Fail,
+                        message: format!(
+                            "{}: not the expected failure: {why}\n  expected: {expected} (xfail in {}: {})\n  actual:   {actual}\n{}",
+                            self.name, self.case.file, x.reason, o.message
+                        ),
+                        ..o
+                    },
+                }
             }
             Status::Skip | Status::ExpectedFailure => o,
             _ => Outcome {
                 status: Status::Fail,
                 message: format!(
-                    "{}: unexpectedly passed ({}): remove the xfail from {} (reason was: {})",
+                    "{}: unexpectedly passed ({}): remove the xfail from {} (reason was: {})\n  expected: {expected}\n{}",
                     self.name,
                     o.status.name(),
                     self.case.file,
-                    x.reason
+                    x.reason,
+                    o.message
                 ),
                 ..o
             },
@@ -665,6 +697,8 @@ impl Trial<'_> {
             first_divergence: None,
             snapshot: None,
             detail: Some(Box::new(Detail::Accuracy(detail::accuracy(task.spec.metric.name(), &r)))),
+            failure: (!r.pass)
+                .then(|| Box::new(Failure { kind: FailureKind::Accuracy, max_abs_diff: r.max_loglik_diff, first_step: None })),
         })
     }
 
@@ -758,6 +792,8 @@ impl Trial<'_> {
                 let got = generate::prefill(&decoder, &front, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
                 let d = detail::prefill(&r, &got, reference.as_deref());
+                let failure = (r.verdict == Verdict::Fail)
+                    .then(|| Box::new(Failure { kind: FailureKind::Logits, max_abs_diff: d.max_abs, first_step: None }));
                 Ok(Outcome {
                     status: r.verdict.into(),
                     message: report::prefill(&ctx, &r),
@@ -765,6 +801,7 @@ impl Trial<'_> {
                     first_divergence: None,
                     snapshot: None,
                     detail: Some(Box::new(Detail::Prefill(d))),
+                    failure,
                 })
             }
             Level::L5 => {
@@ -793,28 +830,54 @@ impl Trial<'_> {
                 }
                 let eos = self.eos_ids(package)?;
                 let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
-                let free = generate::greedy(&decoder, &front, inputs.input_ids(), max_new, &eos, None)?;
+                // Each step keeps the package's logits at the reference's stored ids for that step.
+                let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
+                let free = generate::greedy_watching(&decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
                 let got = free.chosen();
+                // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
                 let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
-                    Some(generate::greedy(
+                    Some(generate::greedy_watching(
                         &decoder,
-                        &generate::Front::Ids,
+                        &front,
                         inputs.input_ids(),
                         max_new,
                         &eos,
                         Some(&golden.generated_tokens),
+                        &watch,
                     )?)
                 } else {
                     None
                 };
                 let r = verdict::judge_generation(&got, &golden, forced.as_ref().map(|f| f.chosen()).as_deref(), &tol);
+                let teacher: Vec<Vec<f32>> = forced.as_ref().unwrap_or(&free).steps.iter().map(|s| s.watched.clone()).collect();
+                let step_logits = verdict::judge_step_logits(&teacher, &golden, &tol);
+                let tokens_failed = r.verdict == Verdict::Fail;
+                let r = match &step_logits {
+                    Some(s) => verdict::with_step_logits(r, s),
+                    None => r,
+                };
                 let steps = forced.as_ref().unwrap_or(&free);
+                let max_step_diff = step_logits.as_ref().map(|s| s.max_abs);
+                // The tokens' failure first (what a person sees first); step logits alone fail as `step_logits`.
+                let failure = (r.verdict == Verdict::Fail).then(|| {
+                    Box::new(match (tokens_failed, step_logits.as_ref().and_then(|s| s.first_out)) {
+                        (false, Some(o)) => {
+                            Failure { kind: FailureKind::StepLogits, max_abs_diff: max_step_diff, first_step: Some(o.step) }
+                        }
+                        _ => Failure {
+                            kind: FailureKind::Tokens,
+                            max_abs_diff: max_step_diff,
+                            first_step: r.first_divergence.as_ref().map(|d| d.index),
+                        },
+                    })
+                });
                 let outcome = Outcome {
                     status: r.verdict.into(),
                     message: report::generation(&ctx, &r),
-                    max_abs_diff: None,
+                    max_abs_diff: max_step_diff,
                     first_divergence: r.first_divergence.as_ref().map(|d| d.index),
                     snapshot: None,
+                    failure,
                     detail: Some(Box::new(Detail::Generation(detail::generation(&r, &golden, &steps.steps, forced.is_some())))),
                 };
                 Ok(self.review_snapshot(outcome, || {
@@ -945,14 +1008,20 @@ impl Trial<'_> {
         let text = |ids: &[i64]| tokenizer.decode_raw(ids);
         let mut message = format!("{}: genai: {} prompt through onnxruntime-genai's own processor\n", self.name, self.modality);
         let mut status = Status::Pass;
+        let mut failure = None;
         if let Some(d) = crate::genai_level::prompt_difference(hf, &run.processor_ids, &text) {
             status = Status::Fail;
+            failure = Some(Box::new(Failure { kind: FailureKind::Prompt, max_abs_diff: None, first_step: None }));
             message.push_str(&format!("  - {d}"));
         }
         if let Some(g) = &generation {
             let spec = &self.case.spec;
             let tol = policy.resolve(Level::L5, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio);
             let r = verdict::judge_generation(&run.tokens, g, None, &tol);
+            if r.verdict == Verdict::Fail && failure.is_none() {
+                let first_step = r.first_divergence.as_ref().map(|d| d.index);
+                failure = Some(Box::new(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step }));
+            }
             status = status.max(r.verdict.into());
             let token = |id: i64| tokenizer.token(id);
             let plain = |ids: &[i64]| tokenizer.decode(ids);
@@ -968,7 +1037,7 @@ impl Trial<'_> {
             };
             message.push_str(&report::generation(&ctx, &r));
         }
-        Ok(Outcome { status, message, max_abs_diff: None, first_divergence: None, snapshot: None, detail: None })
+        Ok(Outcome { status, message, max_abs_diff: None, first_divergence: None, snapshot: None, detail: None, failure })
     }
 
     /// A failing stream, or one with a committed snapshot, is judged by its snapshot: equal to the reviewed one, it
@@ -983,7 +1052,7 @@ impl Trial<'_> {
             return Outcome { status: Status::Fail, message: format!("{}  {e}\n", o.message), ..o };
         }
         let committed = snapshot::path(&dir, &name).is_file();
-        let expected_to_fail = self.case.spec.xfail.as_ref().is_some_and(|x| x.applies(self.modality, v.ep, v.dtype, self.level));
+        let expected_to_fail = self.xfail().is_some();
         if !committed && (o.status != Status::Fail || expected_to_fail) {
             return o;
         }

@@ -409,3 +409,90 @@ pub fn staleness(
         _ => None,
     }
 }
+
+/// Where a teacher-forced decode step's logits first leave tolerance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepViolation {
+    pub step: usize,
+    pub id: i64,
+    pub reference: f64,
+    pub package: f64,
+    /// atol + rtol * |reference|.
+    pub bound: f64,
+}
+
+/// L5's logits: every teacher-forced decode step against the reference's stored per-step logits, at its ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepLogits {
+    /// max |package - reference| per step (NaN where the package's logit is missing or not finite).
+    pub per_step: Vec<f64>,
+    /// The largest |diff| and its step.
+    pub max_abs: f64,
+    pub max_at: usize,
+    pub first_out: Option<StepViolation>,
+    /// How many steps hold a logit out of tolerance.
+    pub steps_out: usize,
+}
+
+/// Judges decode-step logits. `got[i]` are the package's logits at `golden.steps[i].ids`, from a run fed the
+/// golden's tokens (teacher-forced, so every step is comparable however the free stream went). The element rule is
+/// the policy's logit check, |got - ref| <= atol + rtol * |ref|, kept here alone so a changed numeric policy is one
+/// edit. `None` when the golden stores no per-step logits (mobius' goldens).
+pub fn judge_step_logits(got: &[Vec<f32>], golden: &GenerationGolden, tol: &Tolerance) -> Option<StepLogits> {
+    if golden.steps.is_empty() {
+        return None;
+    }
+    let mut s = StepLogits { per_step: Vec::new(), max_abs: 0.0, max_at: 0, first_out: None, steps_out: 0 };
+    for (step, want) in golden.steps.iter().enumerate() {
+        let pkg = got.get(step).map_or(&[][..], Vec::as_slice);
+        let mut worst = 0.0f64;
+        let mut out: Option<StepViolation> = None;
+        for (k, (&id, w)) in want.ids.iter().zip(&want.logits).enumerate() {
+            let g = pkg.get(k).map_or(f64::NAN, |&g| g as f64);
+            let d = (g - w.0).abs();
+            let bound = tol.atol + tol.rtol * w.0.abs();
+            // NaN (a missing step or id, a non-finite logit) counts as out of tolerance and as the largest diff.
+            let d = if d.is_nan() { f64::INFINITY } else { d };
+            worst = worst.max(d);
+            if d > bound && out.is_none_or(|o| d > (o.package - o.reference).abs()) {
+                out = Some(StepViolation { step, id, reference: w.0, package: g, bound });
+            }
+        }
+        s.per_step.push(worst);
+        if worst > s.max_abs {
+            (s.max_abs, s.max_at) = (worst, step);
+        }
+        if let Some(o) = out {
+            s.steps_out += 1;
+            s.first_out.get_or_insert(o);
+        }
+    }
+    Some(s)
+}
+
+/// Folds the step-logits judgement into an L5 report: logits out of tolerance at any step fail the trial, whatever
+/// the tokens did; the reason names the first such step, by how much, and whether the tokens still agree there.
+pub fn with_step_logits(mut r: GenerationReport, s: &StepLogits) -> GenerationReport {
+    let Some(o) = s.first_out else { return r };
+    let tokens = match &r.first_divergence {
+        None => "the greedy tokens still all agree".to_string(),
+        Some(d) if d.index > o.step => format!("the greedy tokens still agree there (they first diverge at step {})", d.index),
+        Some(d) => format!("the greedy tokens already diverged at step {}", d.index),
+    };
+    r.reasons.push(format!(
+        "decode-step logits leave tolerance from step {} on ({} of {} teacher-forced steps): at id {} the reference has {:.6}, \
+         the package {:.6} (|diff| {:.3e} > atol+rtol*|ref| {:.3e}); max |diff| {:.3e} at step {}; {tokens}",
+        o.step,
+        s.steps_out,
+        s.per_step.len(),
+        o.id,
+        o.reference,
+        o.package,
+        (o.package - o.reference).abs(),
+        o.bound,
+        s.max_abs,
+        s.max_at
+    ));
+    r.verdict = Verdict::Fail;
+    r
+}

@@ -934,8 +934,15 @@ mod tests {
     use mobius_conformance::trial::Status;
 
     fn finished(name: &str, status: Status, message: &str, max_abs_diff: Option<f64>) -> Finished {
-        let outcome =
-            trial::Outcome { status, message: message.into(), max_abs_diff, first_divergence: Some(3), snapshot: None, detail: None };
+        let outcome = trial::Outcome {
+            status,
+            message: message.into(),
+            max_abs_diff,
+            first_divergence: Some(3),
+            snapshot: None,
+            detail: None,
+            failure: None,
+        };
         Finished { name: name.into(), outcome, seconds: 0.0 }
     }
 

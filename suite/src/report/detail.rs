@@ -238,7 +238,11 @@ mod tests {
             steps: vec![step(&[5, 1], &[3.0, 1.0]), step(&[6, 2], &[2.0, 1.5]), step(&[7, 3], &[4.0, 0.0])],
             provenance: None,
         };
-        let pkg = |chosen: i64, ids: &[i64], logits: &[f32]| Step { chosen, top: TopK { ids: ids.to_vec(), logits: logits.to_vec() } };
+        let pkg = |chosen: i64, ids: &[i64], logits: &[f32]| Step {
+            chosen,
+            top: TopK { ids: ids.to_vec(), logits: logits.to_vec() },
+            watched: Vec::new(),
+        };
         let steps = vec![pkg(5, &[5, 1], &[3.25, 1.0]), pkg(2, &[2, 6], &[1.75, 1.7]), pkg(9, &[9, 7], &[1.0, 0.5])];
         let tol = Tolerance::builtin(crate::case::Level::L5, crate::case::Dtype::F32);
         let r = judge_generation(&[5, 2, 9], &golden, None, &tol);
