@@ -190,6 +190,17 @@ pub struct TrialSpec {
     pub kind: TrialKind,
 }
 
+impl TrialSpec {
+    /// Whether the trial belongs to a case whose packages are built outside the checkout (`build_command`: the
+    /// real tier). Whole-suite measurements of the tiny tier (repeatability, bench overhead) leave these out.
+    pub fn is_built_elsewhere(&self) -> bool {
+        match &self.kind {
+            TrialKind::Conformance { case, .. } | TrialKind::Accuracy { case, .. } => case.spec.build_command.is_some(),
+            TrialKind::Broken(_) => false,
+        }
+    }
+}
+
 /// How a trial ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Status {
