@@ -146,12 +146,14 @@ const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-weight-x1.01",
-        bug: "one decoder weight scaled by 1.01 (Gemma-3 270M)",
+        // gate_proj, not down_proj: Gemma-3 normalizes the MLP's output (post_feedforward_layernorm), so a uniformly
+        // scaled down_proj is an equivalent mutant (measured: it survived, rightly); the GELU gate is not scale-free.
+        bug: "one decoder weight scaled by 1.01 (Gemma-3 270M, the MLP gate before GELU)",
         case: "gemma3-270m",
         ep: Ep::Default,
         dtype: Dtype::F32,
         part: Part::Decoder,
-        patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.down_proj", 1.01),
+        patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.gate_proj", 1.01),
     },
     Mutant {
         real: true,
@@ -191,7 +193,7 @@ const MUTANTS: &[Mutant] = &[
         ep: Ep::Default,
         dtype: Dtype::Int4,
         part: Part::Decoder,
-        patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.down_proj", 1.01),
+        patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.gate_proj", 1.01),
     },
     Mutant {
         real: true,
