@@ -45,12 +45,12 @@ Tasks:
       Run every trial (in parallel) and write DIR/summary.md, DIR/summary.json and DIR/junit.xml.
       Exits non-zero when any trial fails. MOBIUS_TEST_DEVICE=cuda runs the CUDA variants.
 
-  mutants [--json FILE] [--only NAME ...] [--keep DIR]
+  mutants [--json FILE] [--only NAME ...] [--keep DIR] [--real]
       The suite's self-test: derive broken copies of the fixture packages (same-length byte patches, each a bug
       class that shipped in a real export), run the suite against each in a scratch suite root, and print which
       trial caught it with the measured difference. Exits non-zero if a mutant survives or an unpatched variant
       of the same cases fails. --keep lays the scratch roots out in DIR and keeps them. The real tier's mutants
-      (`real-*`, on Gemma-3 270M and SmolLM2-135M) run when `cargo xtask real` has built it, and are skipped,
+      (`real-*`, on Gemma-3 270M and SmolLM2-135M) run with --real (or --only) when `cargo xtask real` has built it, and are skipped,
       saying so, when not. Prints the separation factor per model and dtype: the smallest mutant noise score
       over the largest clean one (the tolerance policy's own statistic).
 

@@ -785,13 +785,14 @@ impl Drop for Scratch {
 }
 
 pub fn mutants(args: &[String]) -> Result<(), String> {
-    let (mut json_out, mut only, mut keep) = (None::<PathBuf>, Vec::new(), None::<PathBuf>);
+    let (mut json_out, mut only, mut keep, mut real) = (None::<PathBuf>, Vec::new(), None::<PathBuf>, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json_out = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
             "--only" => only.push(it.next().ok_or("--only needs a mutant name")?.clone()),
             "--keep" => keep = Some(PathBuf::from(it.next().ok_or("--keep needs a directory")?)),
+            "--real" => real = true,
             other => return Err(format!("mutants: unknown option `{other}`")),
         }
     }
@@ -821,7 +822,9 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
             None => Err(format!("mutants: no case `{name}` under {}", repo.cases_dir.display())),
         }
     };
-    let selected: Vec<&'static Mutant> = MUTANTS.iter().filter(|m| only.is_empty() || only.iter().any(|o| o == m.name)).collect();
+    // The real tier's mutants (minutes each on 2 cores) run with --real or when named with --only.
+    let selected: Vec<&'static Mutant> =
+        MUTANTS.iter().filter(|m| if only.is_empty() { real || !m.real } else { only.iter().any(|o| o == m.name) }).collect();
     // The real tier's mutants need its packages: without them, say so and run the rest.
     let built = |m: &Mutant| {
         !m.real
