@@ -3,13 +3,32 @@
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(String);
+pub struct Error(String, Kind);
+
+/// What an error says about the package, where it matters to a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Kind {
+    #[default]
+    Plain,
+    /// The package computed NaN or infinite logits: a measured failure of the package (an xfail may expect it),
+    /// not bad input.
+    NonFinite,
+}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn new(message: impl Into<String>) -> Self {
-        Error(message.into())
+        Error(message.into(), Kind::Plain)
+    }
+
+    /// The package's logits are NaN or infinite.
+    pub fn non_finite(message: impl Into<String>) -> Self {
+        Error(message.into(), Kind::NonFinite)
+    }
+
+    pub fn is_non_finite(&self) -> bool {
+        self.1 == Kind::NonFinite
     }
 
     pub fn message(&self) -> &str {
@@ -18,7 +37,7 @@ impl Error {
 
     /// Prefixes the message with where it happened (`cases/x.yaml: ...`).
     pub fn context(self, place: impl fmt::Display) -> Self {
-        Error(format!("{place}: {}", self.0))
+        Error(format!("{place}: {}", self.0), self.1)
     }
 }
 
@@ -37,7 +56,7 @@ pub trait At<T> {
 
 impl<T, E: fmt::Display> At<T> for std::result::Result<T, E> {
     fn at(self, place: impl fmt::Display) -> Result<T> {
-        self.map_err(|e| Error(format!("{place}: {e}")))
+        self.map_err(|e| Error::new(format!("{place}: {e}")))
     }
 }
 

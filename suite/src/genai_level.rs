@@ -35,7 +35,7 @@ pub fn judge(ctx: &Context, run: &Run, goldens: &Goldens) -> Outcome {
         let r = verdict::judge_prefill(&run.prefill_logits, golden, full, tol);
         max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
         if r.verdict == Verdict::Fail {
-            failure = Some(Box::new(Failure { kind: FailureKind::Logits, max_abs_diff, first_step: None }));
+            failure = Some(Box::new(Failure::prefill(max_abs_diff)));
         }
         status = status.max(r.verdict.into());
         message.push_str(&report::prefill(&Context { golden_file: file, ..*ctx }, &r));

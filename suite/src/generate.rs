@@ -14,7 +14,10 @@ use crate::runtime::{Decoder, Encoder, StepInput};
 pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
     if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
         let n = logits.iter().filter(|x| !x.is_finite()).count();
-        bail!("logits at generation step {step} contain {n} non-finite values; first at id {i}: {}", logits[i]);
+        return Err(crate::Error::non_finite(format!(
+            "logits at generation step {step} contain {n} non-finite values; first at id {i}: {}",
+            logits[i]
+        )));
     }
     Ok(())
 }

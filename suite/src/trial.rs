@@ -287,6 +287,17 @@ pub struct TrialSpec {
     pub kind: TrialKind,
 }
 
+impl TrialSpec {
+    /// Whether the trial belongs to a case whose packages are built outside the checkout (`build_command`: the
+    /// real tier). Whole-suite measurements of the tiny tier (repeatability, bench overhead) leave these out.
+    pub fn is_built_elsewhere(&self) -> bool {
+        match &self.kind {
+            TrialKind::Conformance { case, .. } | TrialKind::Accuracy { case, .. } => case.spec.build_command.is_some(),
+            TrialKind::Broken(_) => false,
+        }
+    }
+}
+
 /// How a trial ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Status {
@@ -350,6 +361,14 @@ impl Outcome {
 
     pub fn fail(message: impl Into<String>) -> Outcome {
         Outcome::new(Status::Fail, message)
+    }
+
+    /// A trial that ended in `error`: a failure, which an xfail may expect only when it measured the package
+    /// computing NaN or infinite logits (every other error is bad input or a broken set-up, never expected).
+    pub fn from_error(trial: &str, error: &Error) -> Outcome {
+        let failure =
+            error.is_non_finite().then(|| Box::new(Failure { kind: FailureKind::NonFinite, max_abs_diff: None, first_step: None }));
+        Outcome { failure, ..Outcome::fail(format!("{trial}: {error}")) }
     }
 
     pub fn is_fail(&self) -> bool {
@@ -436,7 +455,7 @@ pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
         TrialKind::Broken(b) => Outcome::fail(format!("{}: the case does not load:\n  {}", spec.name, b.error)),
         TrialKind::Conformance { case, modality, variant, level } => {
             let t = Trial { suite, name: &spec.name, case, modality: *modality, variant, level: *level, device };
-            let outcome = t.run().unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
+            let outcome = t.run().unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
             t.apply_xfail(outcome)
         }
         TrialKind::Accuracy { case, task, task_name, source, variant } => {
@@ -792,8 +811,7 @@ impl Trial<'_> {
                 let got = generate::prefill(&decoder, &front, inputs.input_ids())?;
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
                 let d = detail::prefill(&r, &got, reference.as_deref());
-                let failure = (r.verdict == Verdict::Fail)
-                    .then(|| Box::new(Failure { kind: FailureKind::Logits, max_abs_diff: d.max_abs, first_step: None }));
+                let failure = (r.verdict == Verdict::Fail).then(|| Box::new(Failure::prefill(d.max_abs)));
                 Ok(Outcome {
                     status: r.verdict.into(),
                     message: report::prefill(&ctx, &r),

@@ -25,6 +25,8 @@ pub enum FailureKind {
     Accuracy,
     /// genai: onnxruntime-genai's own processor built another prompt than Hugging Face's.
     Prompt,
+    /// The package's logits hold NaN or infinity (no diff range can hold it).
+    NonFinite,
 }
 
 impl FailureKind {
@@ -35,13 +37,21 @@ impl FailureKind {
             FailureKind::StepLogits => "step_logits",
             FailureKind::Accuracy => "accuracy",
             FailureKind::Prompt => "prompt",
+            FailureKind::NonFinite => "non_finite",
         }
     }
 
     fn parse(s: &str) -> Option<FailureKind> {
-        [FailureKind::Logits, FailureKind::Tokens, FailureKind::StepLogits, FailureKind::Accuracy, FailureKind::Prompt]
-            .into_iter()
-            .find(|k| k.name() == s)
+        [
+            FailureKind::Logits,
+            FailureKind::Tokens,
+            FailureKind::StepLogits,
+            FailureKind::Accuracy,
+            FailureKind::Prompt,
+            FailureKind::NonFinite,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
     }
 
     /// In words, for messages.
@@ -52,6 +62,7 @@ impl FailureKind {
             FailureKind::StepLogits => "L5 decode-step logits out of tolerance",
             FailureKind::Accuracy => "accuracy outside the gate",
             FailureKind::Prompt => "genai's processor prompt differs from Hugging Face's",
+            FailureKind::NonFinite => "logits are NaN or infinite",
         }
     }
 
@@ -63,6 +74,7 @@ impl FailureKind {
             FailureKind::StepLogits => &[Level::L5],
             FailureKind::Accuracy => &[Level::Accuracy],
             FailureKind::Prompt => &[Level::Genai],
+            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai],
         }
     }
 }
@@ -77,7 +89,7 @@ impl<'de> Deserialize<'de> for FailureKind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         FailureKind::parse(&s).ok_or_else(|| {
-            de::Error::custom(format!("unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt"))
+            de::Error::custom(format!("unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite"))
         })
     }
 }
@@ -91,6 +103,15 @@ pub struct Failure {
     pub max_abs_diff: Option<f64>,
     /// L5: the first diverging token (`tokens`) or the first step whose logits leave tolerance (`step_logits`).
     pub first_step: Option<usize>,
+}
+
+impl Failure {
+    /// A prefill-logits failure measured as `max_abs_diff`: `non_finite` when that is NaN or infinite (the package
+    /// computed no number there), else `logits`.
+    pub fn prefill(max_abs_diff: Option<f64>) -> Failure {
+        let kind = if max_abs_diff.is_some_and(|d| !d.is_finite()) { FailureKind::NonFinite } else { FailureKind::Logits };
+        Failure { kind, max_abs_diff, first_step: None }
+    }
 }
 
 impl fmt::Display for Failure {

@@ -82,11 +82,14 @@ const TASKS: &[(&str, &str)] = &[
     (
         "mutants",
         "\
-  mutants [--json FILE] [--only NAME ...] [--keep DIR]
+  mutants [--json FILE] [--only NAME ...] [--keep DIR] [--real]
       The suite's self-test: derive broken copies of the fixture packages (same-length byte patches, each a bug
       class that shipped in a real export), run the suite against each in a scratch suite root, and print which
       trial caught it with the measured difference. Exits non-zero if a mutant survives or an unpatched variant
-      of the same cases fails. --keep lays the scratch roots out in DIR and keeps them.
+      of the same cases fails. --keep lays the scratch roots out in DIR and keeps them. The real tier's mutants
+      (`real-*`, on Gemma-3 270M and SmolLM2-135M) run with --real (or --only) when `cargo xtask real` has built
+      it, and are skipped, saying so, when not. Prints the separation factor per model and dtype: the smallest
+      mutant noise score over the largest clean one (the tolerance policy's own statistic).
 ",
     ),
     (
@@ -98,7 +101,8 @@ const TASKS: &[(&str, &str)] = &[
       (default 15), with the ceiling any loop over the same session could reach; prefill latency vs Python
       onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX Runtime's own
       run time; wall time at 1x, 2x and 4x the cases; peak memory and the session cache's use. Medians with
-      min and max. Sections: decode, prefill, gate, overhead, scaling.
+      min and max. Sections: decode, prefill, gate, overhead, scaling, real (the real tier at real size: load
+      time, memory added vs package size, prefill at 64 and 600 tokens, decode vs genai and python ort).
 ",
     ),
     (

@@ -146,12 +146,14 @@ const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-weight-x1.01",
-        bug: "one decoder weight scaled by 1.01 (Gemma-3 270M)",
+        // gate_proj, not down_proj: Gemma-3 normalizes the MLP's output (post_feedforward_layernorm), so a uniformly
+        // scaled down_proj is an equivalent mutant (measured: it survived, rightly); the GELU gate is not scale-free.
+        bug: "one decoder weight scaled by 1.01 (Gemma-3 270M, the MLP gate before GELU)",
         case: "gemma3-270m",
         ep: Ep::Default,
         dtype: Dtype::F32,
         part: Part::Decoder,
-        patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.down_proj", 1.01),
+        patch: |m, _| scale_matmul_weight(m, "layers.1.mlp.gate_proj", 1.01),
     },
     Mutant {
         real: true,
@@ -191,7 +193,7 @@ const MUTANTS: &[Mutant] = &[
         ep: Ep::Default,
         dtype: Dtype::Int4,
         part: Part::Decoder,
-        patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.down_proj", 1.01),
+        patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.gate_proj", 1.01),
     },
     Mutant {
         real: true,
@@ -783,13 +785,14 @@ impl Drop for Scratch {
 }
 
 pub fn mutants(args: &[String]) -> Result<(), String> {
-    let (mut json_out, mut only, mut keep) = (None::<PathBuf>, Vec::new(), None::<PathBuf>);
+    let (mut json_out, mut only, mut keep, mut real) = (None::<PathBuf>, Vec::new(), None::<PathBuf>, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json_out = Some(PathBuf::from(it.next().ok_or("--json needs a file")?)),
             "--only" => only.push(it.next().ok_or("--only needs a mutant name")?.clone()),
             "--keep" => keep = Some(PathBuf::from(it.next().ok_or("--keep needs a directory")?)),
+            "--real" => real = true,
             other => return Err(format!("mutants: unknown option `{other}`")),
         }
     }
@@ -819,7 +822,9 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
             None => Err(format!("mutants: no case `{name}` under {}", repo.cases_dir.display())),
         }
     };
-    let selected: Vec<&'static Mutant> = MUTANTS.iter().filter(|m| only.is_empty() || only.iter().any(|o| o == m.name)).collect();
+    // The real tier's mutants (minutes each on 2 cores) run with --real or when named with --only.
+    let selected: Vec<&'static Mutant> =
+        MUTANTS.iter().filter(|m| if only.is_empty() { real || !m.real } else { only.iter().any(|o| o == m.name) }).collect();
     // The real tier's mutants need its packages: without them, say so and run the rest.
     let built = |m: &Mutant| {
         !m.real
