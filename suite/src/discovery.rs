@@ -206,7 +206,7 @@ mod tests {
             ]
         );
         let all = expected_trials("x", Some("model_id: [unclosed"));
-        assert_eq!(all.len(), 3 * 4 * (2 + 3 + 3 + 4), "every ep, dtype, modality and level: {all:?}");
+        assert_eq!(all.len(), 3 * 4 * (3 + 4 + 4 + 5), "every ep, dtype, modality and level (genai included): {all:?}");
         assert!(all.contains(&"x/image+audio/cuda/bf16/audio_encoder".to_string()));
     }
 }

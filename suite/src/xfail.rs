@@ -339,7 +339,7 @@ mod tests {
         let err = validate(&[entry(vec![Level::L4], Some("{ failure: logits }"))]).unwrap_err();
         assert!(err.contains("`xfail.expect.max_abs_diff` is missing"), "{err}");
         let err = validate(&[entry(vec![Level::L4, Level::L5], Some("{ failure: logits, max_abs_diff: [1, 2] }"))]).unwrap_err();
-        assert!(err.contains("only a L4 trial gives") && err.contains("lists L5"), "{err}");
+        assert!(err.contains("only a L4 or genai trial gives") && err.contains("lists L5"), "{err}");
         let err = validate(&[entry(vec![Level::L5], Some("{ failure: tokens }"))]).unwrap_err();
         assert!(err.contains("first_step` is missing"), "{err}");
         let err = validate(&[entry(vec![Level::L4], Some("{ failure: logits, max_abs_diff: [2, 1] }"))]).unwrap_err();
