@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use mobius_conformance::golden::{self, GenerationGolden, GoldenPaths, PrefillGolden, Provenance, ReferenceRun};
+use mobius_conformance::golden::{self, GenerationGolden, GoldenPaths, Hex, PositionTop, PrefillGolden, Provenance, ReferenceRun};
 use mobius_conformance::inputs::Inputs;
 
 fn run(vocab: usize) -> ReferenceRun {
@@ -13,6 +13,14 @@ fn run(vocab: usize) -> ReferenceRun {
         input_hash: Inputs::from_token_ids(&[2, 40, 41]).hash(),
         prefill_logits: logits(0),
         prefill_logits_f64: Some(logits(0).iter().enumerate().map(|(i, &x)| x as f64 + (i % 5) as f64 * 1e-7).collect()),
+        positions: (0..3)
+            .map(|p| PositionTop {
+                ids: vec![p, p + 1],
+                logits: vec![Hex(1.5), Hex(0.25 - p as f64)],
+                logsumexp: Hex(3.0 + p as f64),
+                noise: Some(Hex(1e-6)),
+            })
+            .collect(),
         generated_tokens: vec![5, 6, 1],
         step_logits: vec![logits(0), logits(1), logits(2)],
         generated_text: "hi".into(),
@@ -171,4 +179,24 @@ fn temp_files_of_dead_writers_are_removed_and_live_ones_kept() {
     assert_eq!(golden::remove_stale_temps(&d), vec![dead.clone()]);
     assert!(!dead.exists() && live.exists() && other.exists());
     std::fs::remove_dir_all(d).unwrap();
+}
+
+/// Every prompt position goes into the golden, one entry per input id; a count that does not match the prompt is
+/// refused when the golden is made and when it is read.
+#[test]
+fn positions_are_one_per_prompt_token() {
+    let r = run(64);
+    let files = golden::from_reference(&r, "m", "p", 3, "x.logits.safetensors").unwrap();
+    let g = PrefillGolden::parse("g.json", std::str::from_utf8(&files.prefill).unwrap()).unwrap();
+    assert_eq!(g.positions, r.positions);
+    let short = ReferenceRun { positions: r.positions[..2].to_vec(), ..r.clone() };
+    let e = golden::from_reference(&short, "m", "p", 3, "x.logits.safetensors").unwrap_err().to_string();
+    assert!(e.contains("2 prompt positions for 3 input ids"), "{e}");
+    let mut v: serde_json::Value = serde_json::from_slice(&files.prefill).unwrap();
+    v["positions"].as_array_mut().unwrap().pop();
+    let e = PrefillGolden::parse("g.json", &v.to_string()).unwrap_err().to_string();
+    assert!(e.contains("g.json") && e.contains("field `positions` has 2 entries but `input_ids` has 3"), "{e}");
+    v["positions"].as_array_mut().unwrap().push(serde_json::json!({"ids": [1], "logits": [], "logsumexp": "0x1p+0"}));
+    let e = PrefillGolden::parse("g.json", &v.to_string()).unwrap_err().to_string();
+    assert!(e.contains("field `positions[2]` needs as many `logits` as `ids`"), "{e}");
 }

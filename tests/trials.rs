@@ -40,6 +40,54 @@ fn broken_package() -> &'static PathBuf {
     })
 }
 
+/// A copy of qwen3-tiny's cpu f32 build under `tag`, patched by `patch` (same-length byte patches, as the mutants).
+fn patched_package(tag: &str, patch: impl Fn(&mut Model)) -> PathBuf {
+    let out = std::env::temp_dir().join(format!("mobius-package-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &out);
+    let mut m = Model::read(&out.join("model.onnx")).unwrap();
+    patch(&mut m);
+    m.write(&out).unwrap();
+    out
+}
+
+/// The RoPE tables (`*cos_cache`, `*sin_cache`, one row per position) scaled by 1.01 from row `from` on: the model
+/// is exact before that position and wrong after it.
+fn rope_wrong_from(m: &mut Model, from: usize) {
+    let tables: Vec<String> = m
+        .graph
+        .initializers
+        .iter()
+        .filter(|t| t.name.ends_with("cos_cache") || t.name.ends_with("sin_cache"))
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(!tables.is_empty(), "the export has RoPE tables");
+    for name in tables {
+        let cols = *m.tensor(&name).unwrap().dims.last().unwrap() as usize;
+        let mut v = m.f32s(&name).unwrap();
+        v[from * cols..].iter_mut().for_each(|x| *x *= 1.01);
+        m.set_f32s(&name, &v).unwrap();
+    }
+}
+
+/// Layer 0 reads its cached keys as values and its values as keys: a decode-only bug (a prefill's cache is empty).
+fn past_kv_swapped(m: &mut Model) {
+    let node = m.graph.nodes.iter().find(|n| n.inputs.iter().any(|i| i == "past_key_values.0.key")).expect("layer 0 attention");
+    let at = |name: &str| node.inputs.iter().position(|i| i == name).unwrap();
+    let (name, k, v) = (node.name.clone(), at("past_key_values.0.key"), at("past_key_values.0.value"));
+    m.swap_inputs(&name, k, v).unwrap();
+}
+
+/// Points every variant of a case's text at `package`.
+fn pointing_at(package: PathBuf) -> impl Fn(String) -> String {
+    move |text: String| {
+        let mut out: Vec<String> = text.lines().filter(|l| !l.trim_start().starts_with("package:")).map(str::to_string).collect();
+        let i = out.iter().position(|l| l.trim_start().starts_with("matrix:")).expect("case has a matrix");
+        out.insert(i + 1, format!("  package: \"{}\"", package.display()));
+        out.join("\n") + "\n"
+    }
+}
+
 /// A suite root holding the repository's qwen3-tiny case (edited by `edit`, paths made absolute) and its goldens.
 fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
     let repo = workspace_root();
@@ -58,11 +106,7 @@ fn scratch(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
 
 /// Points every variant at the broken export.
 fn broken(text: String) -> String {
-    let abs = broken_package();
-    let mut out: Vec<String> = text.lines().filter(|l| !l.trim_start().starts_with("package:")).map(str::to_string).collect();
-    let i = out.iter().position(|l| l.trim_start().starts_with("matrix:")).expect("case has a matrix");
-    out.insert(i + 1, format!("  package: \"{}\"", abs.display()));
-    out.join("\n") + "\n"
+    pointing_at(broken_package().clone())(text)
 }
 
 #[test]
@@ -245,4 +289,51 @@ fn l5_fails_at_the_first_step_whose_logits_leave_tolerance() {
     let f = o.failure.expect("a failed verdict states its failure");
     assert_eq!((f.kind.name(), f.first_step), ("step_logits", Some(5)));
     assert!((f.max_abs_diff.unwrap() - 0.05).abs() < 1e-3, "{:?}", f.max_abs_diff);
+}
+
+/// L4 judges every prompt position: a RoPE table wrong from position 30 on (the prompt has 57 tokens) fails L4 "from
+/// position 30", and positions 0 to 29 are exact.
+#[test]
+fn l4_names_the_prompt_position_where_a_late_bug_starts() {
+    let package = patched_package("rope-from-30", |m| rope_wrong_from(m, 30));
+    let s = scratch("rope-from-30", pointing_at(package));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("prompt logits leave tolerance from position 30 on"), "{}", o.message);
+    assert!(o.message.contains("positions: 57 judged"), "{}", o.message);
+    let f = o.failure.expect("a failed verdict states its failure");
+    assert_eq!((f.kind.name(), f.first_position), ("logits", Some(30)));
+    let Some(mobius_conformance::report::detail::Detail::Prefill(d)) = o.detail.as_deref() else { panic!("an L4 detail") };
+    let profile = d.positions.as_ref().expect("a per-position profile");
+    assert_eq!(profile.len, 57);
+    assert!(profile.values[..30].iter().all(|&d| d < 1e-4), "{:?}", &profile.values[..30]);
+    assert!(profile.values[30..].iter().all(|&d| d > 1e-3), "{:?}", &profile.values[30..]);
+}
+
+/// Decode-only bugs: the prefill is exact (L4 passes at every position), and L5 names the first decode step whose
+/// logits leave tolerance, whether the greedy tokens hold (a RoPE table wrong from the first generated position on)
+/// or not (layer 0 reading its cached keys and values swapped).
+#[test]
+fn a_decode_only_bug_passes_l4_and_fails_l5_at_the_step_it_starts() {
+    let prompt = 57;
+    for (tag, patch) in
+        [("rope-from-prompt", (|m: &mut Model| rope_wrong_from(m, 57)) as fn(&mut Model)), ("past-kv-swapped", past_kv_swapped)]
+    {
+        let s = scratch(tag, pointing_at(patched_package(tag, patch)));
+        let l4 = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+        assert_eq!(l4.status, Status::Pass, "{tag}: {}", l4.message);
+        assert!(l4.message.contains(&format!("positions: {prompt} judged (0 out of tolerance)")), "{tag}: {}", l4.message);
+        let l5 = run(&s.0, &format!("{CASE}/text/cpu/f32/L5"));
+        assert_eq!(l5.status, Status::Fail, "{tag}: {}", l5.message);
+        // Step 0 is the prefill's choice; the first step that reads the cache (or a position past the prompt) is 1.
+        assert!(l5.message.contains("decode-step logits leave tolerance from step 1 on"), "{tag}: {}", l5.message);
+        let f = l5.failure.expect("a failed verdict states its failure");
+        match tag {
+            "rope-from-prompt" => {
+                assert!(l5.message.contains("the greedy tokens still all agree"), "{tag}: {}", l5.message);
+                assert_eq!((f.kind.name(), f.first_step), ("step_logits", Some(1)));
+            }
+            _ => assert!(f.first_step.is_some_and(|s| s >= 1), "{tag}: {f:?}"),
+        }
+    }
 }

@@ -1,10 +1,13 @@
 //! Every verdict path, driven with crafted logits and goldens (no ONNX Runtime involved).
 
 use mobius_conformance::case::{Dtype, Level};
-use mobius_conformance::golden::{GenerationGolden, Hex, Noise, PrefillGolden, StepTop};
+use mobius_conformance::golden::{GenerationGolden, Hex, Noise, PositionTop, PrefillGolden, StepTop};
 use mobius_conformance::logits::TopK;
+use mobius_conformance::runtime::PositionLogits;
 use mobius_conformance::tolerance::Tolerance;
-use mobius_conformance::verdict::{DivergenceKind, Verdict, judge_generation, judge_prefill, judge_step_logits, with_step_logits};
+use mobius_conformance::verdict::{
+    DivergenceKind, Verdict, judge_generation, judge_positions, judge_prefill, judge_step_logits, with_positions, with_step_logits,
+};
 
 fn f32_l4() -> Tolerance {
     Tolerance::builtin(Level::L4, Dtype::F32)
@@ -36,6 +39,7 @@ fn prefill_golden(r: &[f32]) -> PrefillGolden {
         last_logits_file: None,
         provenance: None,
         reference_noise: None,
+        positions: Vec::new(),
         component_norms: None,
         component_shapes: None,
     }
@@ -325,4 +329,79 @@ fn l5_step_logits_say_whether_the_tokens_still_agree() {
     // mobius' goldens store no steps: nothing to judge.
     let bare = GenerationGolden { steps: vec![], ..g };
     assert_eq!(judge_step_logits(&[], &bare, &tol), None);
+}
+
+/// A golden over `n` prompt positions whose stored top-2 logits are (p, p - 1) at ids (p, p + 1), logsumexp p + 1,
+/// noise `noise` at each (None: no noise floor); and the package's numbers for it, the reference's own.
+fn positions_golden(n: usize, noise: Option<f64>) -> (PrefillGolden, Vec<PositionLogits>) {
+    let r = reference();
+    let positions: Vec<PositionTop> = (0..n)
+        .map(|p| PositionTop {
+            ids: vec![p as i64, p as i64 + 1],
+            logits: vec![Hex(p as f64), Hex(p as f64 - 1.0)],
+            logsumexp: Hex(p as f64 + 1.0),
+            noise: noise.map(Hex),
+        })
+        .collect();
+    let got = positions
+        .iter()
+        .map(|p| PositionLogits { watched: p.logits.iter().map(|h| h.0 as f32).collect(), logsumexp: p.logsumexp.0 })
+        .collect();
+    let golden = PrefillGolden {
+        input_ids: (0..n as i64).collect(),
+        reference_noise: noise.map(|n| Noise { max: Hex(n), p50: Hex(n / 4.0), p99: Hex(n / 2.0) }),
+        positions,
+        ..prefill_golden(&r)
+    };
+    (golden, got)
+}
+
+#[test]
+fn l4_over_every_position_names_the_first_position_out_of_tolerance() {
+    let tol = f32_l4();
+    let (golden, mut got) = positions_golden(12, None);
+    let same = judge_positions(&got, &golden, &tol).unwrap();
+    assert_eq!((same.first_out, same.positions_out, same.max_abs), (None, 0, 0.0));
+    // From position 7 on, the runner-up logit is off by 0.01 (> atol+rtol*|ref|), and position 9's logsumexp more.
+    for p in &mut got[7..] {
+        p.watched[1] += 0.01;
+    }
+    got[9].logsumexp += 0.5;
+    let p = judge_positions(&got, &golden, &tol).unwrap();
+    let o = p.first_out.unwrap();
+    assert_eq!((o.position, o.id, p.positions_out, p.max_at), (7, Some(8), 5, 9));
+    assert!((p.max_abs - 0.5).abs() < 1e-9 && p.per_position[..7].iter().all(|&d| d == 0.0), "{p:?}");
+    let r = reference();
+    let rep = with_positions(judge_prefill(&r, &golden, Some(&r), &tol), p);
+    assert_eq!(rep.verdict, Verdict::Fail);
+    assert!(rep.reasons.iter().any(|x| x.contains("from position 7 on (5 of 12 positions)") && x.contains("at id 8")), "{:?}", rep.reasons);
+    // The logsumexp alone (a change outside the stored top-k) is named as such.
+    let (golden, mut got) = positions_golden(4, None);
+    got[2].logsumexp -= 0.01;
+    let o = judge_positions(&got, &golden, &tol).unwrap().first_out.unwrap();
+    assert_eq!((o.position, o.id), (2, None));
+    let rep = with_positions(judge_prefill(&r, &golden, Some(&r), &tol), judge_positions(&got, &golden, &tol).unwrap());
+    assert!(rep.reasons.iter().any(|x| x.contains("at its logsumexp")), "{:?}", rep.reasons);
+    // A missing position or a NaN is out of tolerance; a golden without positions is not judged.
+    let p = judge_positions(&got[..3], &golden, &tol).unwrap();
+    assert_eq!(p.per_position[3], f64::INFINITY);
+    assert!(judge_positions(&[], &prefill_golden(&r), &tol).is_none());
+}
+
+#[test]
+fn l4_positions_use_the_reference_noise_there_when_the_golden_has_it() {
+    let mut tol = f32_l4();
+    tol.noise_multiple_max = 100.0;
+    // Noise 1e-5 at each position: the bound is 100 x 1e-5 = 1e-3 (over the half-ulp floor at these magnitudes).
+    let (golden, mut got) = positions_golden(6, Some(1e-5));
+    got[3].watched[0] += 9e-4;
+    let p = judge_positions(&got, &golden, &tol).unwrap();
+    assert!(p.by_noise && p.first_out.is_none(), "{p:?}");
+    got[4].watched[0] += 2e-3;
+    let o = judge_positions(&got, &golden, &tol).unwrap().first_out.unwrap();
+    assert_eq!(o.position, 4);
+    assert!((o.bound - 1e-3).abs() < 1e-12, "{o:?}");
+    // f16's scale widens it, as at the last position.
+    tol.noise_dtype_scale = 8192.0;
+    assert!(judge_positions(&got, &golden, &tol).unwrap().first_out.is_none());
 }

@@ -44,7 +44,12 @@ pub fn judge(ctx: &Context, run: &Run, goldens: &Goldens) -> Outcome {
         let r = verdict::judge_generation(&run.tokens, golden, None, tol);
         first_divergence = r.first_divergence.as_ref().map(|d| d.index);
         if r.verdict == Verdict::Fail && failure.is_none() {
-            failure = Some(Box::new(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step: first_divergence }));
+            failure = Some(Box::new(Failure {
+                kind: FailureKind::Tokens,
+                max_abs_diff: None,
+                first_step: first_divergence,
+                first_position: None,
+            }));
         }
         status = status.max(r.verdict.into());
         message.push_str(&report::generation(&Context { golden_file: file, ..*ctx }, &r));

@@ -8,7 +8,7 @@ use ort::value::{DynValue, Tensor};
 use crate::error::{Error, Result, bail};
 use crate::logits::{TopK, argmax};
 use crate::package::Component;
-use crate::runtime::{Decoder, Encoder, StepInput};
+use crate::runtime::{Decoder, Encoder, PositionLogits, StepInput};
 
 /// Rejects logits a verdict cannot reason about, naming where the first bad value is.
 pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
@@ -90,6 +90,14 @@ pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>
     let out = decoder.step(front.input(ids, true)?, &mut cache)?;
     check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
     Ok(out.logits)
+}
+
+/// [`prefill`], and every prompt position in brief: its logits at `watch[p]` (the golden's ids for position `p`) and
+/// its logsumexp.
+pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &[&[i64]]) -> Result<(Vec<f32>, Vec<PositionLogits>)> {
+    let (out, positions) = decoder.prefill_positions(front.input(ids, true)?, watch)?;
+    check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
+    Ok((out.logits, positions))
 }
 
 /// One generation step as the package saw it.

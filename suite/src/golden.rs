@@ -99,11 +99,34 @@ pub struct PrefillGolden {
     /// The reference's float32 noise against float64 (goldens without it are judged by atol/rtol).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_noise: Option<Noise>,
+    /// Every prompt position's logits, in brief: its top-k and its logsumexp (one entry per `input_ids`). L4 judges
+    /// each, so a bug that starts at position 30 says so. mobius' goldens have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub positions: Vec<PositionTop>,
     /// mobius' multimodal goldens carry these; they are kept, not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component_norms: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component_shapes: Option<serde_json::Value>,
+}
+
+/// How many of each prompt position's top logits a golden keeps (with the position's logsumexp, which stands for the
+/// rest of the vocabulary): enough to see a bug that moves a position, small enough for a 262,144-token vocabulary
+/// and a prompt of a thousand tokens.
+pub const POSITION_TOP_K: usize = 5;
+
+/// The reference's logits at one prompt position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PositionTop {
+    pub ids: Vec<i64>,
+    pub logits: Vec<Hex>,
+    /// log(sum(exp(logits))) over the whole vocabulary, of the float32 logits (computed in float64).
+    pub logsumexp: Hex,
+    /// max |f32 - f64| over the vocabulary at this position: the reference's own noise there (goldens with a noise
+    /// floor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Hex>,
 }
 
 /// The reference's top-10 at one generation step.
@@ -243,6 +266,26 @@ impl PrefillGolden {
         {
             bail!("field `last_logits` has {} entries but `vocab_size` is {v}", l.len());
         }
+        if !self.positions.is_empty() && self.positions.len() != self.input_ids.len() {
+            bail!(
+                "field `positions` has {} entries but `input_ids` has {}: one per prompt position",
+                self.positions.len(),
+                self.input_ids.len()
+            );
+        }
+        for (i, p) in self.positions.iter().enumerate() {
+            if p.ids.is_empty() || p.ids.len() != p.logits.len() {
+                bail!("field `positions[{i}]` needs as many `logits` as `ids` (got {} and {})", p.logits.len(), p.ids.len());
+            }
+            if let Some(k) = p.ids.iter().position(|&id| id < 0 || self.vocab_size.is_some_and(|v| id as u64 >= v as u64)) {
+                bail!("field `positions[{i}].ids[{k}]` is {}, not a token id of the vocabulary", p.ids[k]);
+            }
+            finite(&format!("positions[{i}].logits"), &p.logits)?;
+            finite(&format!("positions[{i}].logsumexp"), &[p.logsumexp])?;
+            if let Some(n) = p.noise {
+                finite(&format!("positions[{i}].noise"), &[n])?;
+            }
+        }
         Ok(())
     }
 
@@ -341,6 +384,8 @@ pub struct ReferenceRun {
     pub prefill_logits: Vec<f32>,
     /// The same prefill by the reference in float64, when it was run (for the noise floor).
     pub prefill_logits_f64: Option<Vec<f64>>,
+    /// Every prompt position's top-k and logsumexp (and noise, with a float64 run), when the reference wrote them.
+    pub positions: Vec<PositionTop>,
     pub generated_tokens: Vec<i64>,
     /// Last-position logits at each generation step (step 0 is the prefill).
     pub step_logits: Vec<Vec<f32>>,
@@ -385,6 +430,11 @@ pub fn from_reference(run: &ReferenceRun, model_id: &str, prompt: &str, max_new_
             Some(x) if x.len() == last.len() => Some(Noise::between(last, x)),
             Some(x) => bail!("the reference's float64 prefill has {} logits, its float32 one {}", x.len(), last.len()),
             None => None,
+        },
+        positions: match run.positions.len() {
+            0 => Vec::new(),
+            n if n == run.input_ids.len() => run.positions.clone(),
+            n => bail!("the reference summarised {n} prompt positions for {} input ids", run.input_ids.len()),
         },
         component_norms: None,
         component_shapes: None,

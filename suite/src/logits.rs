@@ -129,6 +129,23 @@ pub fn spread(d: &[f64]) -> [f64; 3] {
     [v[v.len() - 1], rank(0.5), rank(0.99)]
 }
 
+/// log(sum(exp(x))) in float64, stable (the maximum taken out first); NaN when a value is NaN or infinite.
+pub fn logsumexp(values: impl Iterator<Item = f32> + Clone) -> f64 {
+    let max = values.clone().fold(f32::NEG_INFINITY, |m, x| if x.is_nan() || m.is_nan() { f32::NAN } else { m.max(x) });
+    if !max.is_finite() {
+        return f64::NAN;
+    }
+    let m = max as f64;
+    let mut sum = 0.0f64;
+    for x in values {
+        if !x.is_finite() {
+            return f64::NAN;
+        }
+        sum += (x as f64 - m).exp();
+    }
+    m + sum.ln()
+}
+
 /// How many of `want`'s ids are among `got`'s.
 pub fn overlap(got: &[i64], want: &[i64]) -> usize {
     want.iter().filter(|id| got.contains(id)).count()

@@ -53,6 +53,17 @@ pub fn prefill(ctx: &Context, r: &PrefillReport) -> String {
     } else {
         let _ = writeln!(s, "  vector:   golden has only its top-10 logits; top-10 overlap {}/10", r.top10_overlap);
     }
+    if let Some(p) = &r.positions {
+        let _ = writeln!(
+            s,
+            "  positions: {} judged ({} out of tolerance), max |diff| {:.3e} at position {}; profile {}",
+            p.per_position.len(),
+            p.positions_out,
+            p.max_abs,
+            p.max_at,
+            position_profile(&p.per_position)
+        );
+    }
     if let Some(n) = &r.noise {
         let stat =
             |i: usize| format!("{} {:.3e} = {:.1}x floor {:.3e} (limit {}x)", STATS[i], n.diff[i], n.multiple[i], n.floor[i], n.limit[i]);
@@ -62,6 +73,22 @@ pub fn prefill(ctx: &Context, r: &PrefillReport) -> String {
     let _ = writeln!(s, "  golden:   {}", ctx.golden_file);
     let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
     s
+}
+
+/// max |diff| per prompt position in at most 8 ranges, so a bug that starts mid-prompt shows where: `0-29 3.1e-6 |
+/// 30-59 2.4e-1`.
+fn position_profile(per_position: &[f64]) -> String {
+    let chunk = per_position.len().div_ceil(8).max(1);
+    let ranges: Vec<String> = per_position
+        .chunks(chunk)
+        .enumerate()
+        .map(|(i, c)| {
+            let (lo, hi) = (i * chunk, i * chunk + c.len() - 1);
+            let worst = c.iter().copied().fold(0.0, f64::max);
+            if lo == hi { format!("{lo} {worst:.1e}") } else { format!("{lo}-{hi} {worst:.1e}") }
+        })
+        .collect();
+    ranges.join(" | ")
 }
 
 pub fn generation(ctx: &Context, r: &GenerationReport) -> String {

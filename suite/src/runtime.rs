@@ -486,6 +486,15 @@ impl StepInput {
     }
 }
 
+/// One prompt position's logits in brief, as a verdict over every position needs them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PositionLogits {
+    /// The logits at the ids watched at this position (NaN for an id outside the vocabulary).
+    pub watched: Vec<f32>,
+    /// log(sum(exp(logits))) over the vocabulary, in float64 (NaN when a logit is not finite).
+    pub logsumexp: f64,
+}
+
 /// What one forward call returns: the logits of its last `rows` positions (as f32, row after row).
 pub struct StepOutput {
     pub logits: Vec<f32>,
@@ -700,11 +709,36 @@ impl Decoder {
     /// Runs `input` (batch 1) after `past`, which stays as it was (a shared context can be continued several
     /// ways); returns the logits of the last `rows` positions and the cache grown by the input.
     pub fn forward(&self, input: StepInput, past: &Cache, rows: usize) -> Result<(StepOutput, Cache)> {
-        let model = self.model.display();
         let t = input.len() as i64;
         if rows == 0 || rows as i64 > t {
-            bail!("{model}: asked for the logits of {rows} positions of a {t}-token input");
+            bail!("{}: asked for the logits of {rows} positions of a {t}-token input", self.model.display());
         }
+        let ty = self.io.logits_type;
+        let ((logits, vocab), cache) = self.forward_reading(input, past, |v| read_last_rows(v, ty, t, rows))?;
+        Ok((StepOutput { logits, vocab }, cache))
+    }
+
+    /// A prefill of `input` from an empty cache that also sums up every prompt position where ONNX Runtime left the
+    /// logits: `watch[p]`'s logits and the logsumexp of position `p`. Only the last row and those numbers are copied,
+    /// never the `[prompt, vocab]` block.
+    pub fn prefill_positions(&self, input: StepInput, watch: &[&[i64]]) -> Result<(StepOutput, Vec<PositionLogits>)> {
+        let t = input.len() as i64;
+        if watch.len() as i64 != t {
+            bail!("{}: {} positions to watch for a {t}-token prompt", self.model.display(), watch.len());
+        }
+        let ty = self.io.logits_type;
+        let past = self.new_cache()?;
+        let (out, _) = self.forward_reading(input, &past, |v| {
+            let (logits, vocab) = read_last_rows(v, ty, t, 1)?;
+            Ok((StepOutput { logits, vocab }, sum_up_rows(v, ty, watch)?))
+        })?;
+        Ok(out)
+    }
+
+    /// One run of the session after `past`; `read` takes what it needs from the `logits` output.
+    fn forward_reading<R>(&self, input: StepInput, past: &Cache, read: impl FnOnce(&DynValue) -> Result<R>) -> Result<(R, Cache)> {
+        let model = self.model.display();
+        let t = input.len() as i64;
         let total = past.len as i64 + t;
         let mut inputs: Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'_>)> =
             Vec::with_capacity(4 + 2 * past.values.len());
@@ -715,10 +749,9 @@ impl Decoder {
         }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let mut outputs = timed(|| session.run(inputs)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
-        let (logits, vocab) =
-            read_last_rows(&outputs["logits"], self.io.logits_type, t, rows).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        let read = read(&outputs["logits"]).map_err(|e| e.context(format!("{model}: output `logits`")))?;
         let values = self.take_present(&mut outputs)?;
-        Ok((StepOutput { logits, vocab }, Cache { values, len: total as usize }))
+        Ok((read, Cache { values, len: total as usize }))
     }
 
     /// The inputs of one step besides the cache: its tokens (ids, or embeddings and per-layer inputs), and the
@@ -772,6 +805,35 @@ fn read_last_rows(v: &DynValue, ty: Float, t: i64, rows: usize) -> Result<(Vec<f
     let mut out = Vec::new();
     let vocab = read_last_rows_into(v, ty, t, rows, &mut out)?;
     Ok((out, vocab))
+}
+
+/// Every row of a `[1, t, vocab]` float tensor in brief (`watch.len()` is `t`), read in place.
+fn sum_up_rows(v: &DynValue, ty: Float, watch: &[&[i64]]) -> Result<Vec<PositionLogits>> {
+    fn rows<T: ort::value::PrimitiveTensorElementType + Copy>(
+        v: &DynValue,
+        watch: &[&[i64]],
+        f: impl Fn(T) -> f32,
+    ) -> Result<Vec<PositionLogits>> {
+        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
+        let t = watch.len() as i64;
+        let vocab = shape.last().copied().unwrap_or(0);
+        if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
+            bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
+        }
+        Ok(data
+            .chunks_exact(vocab as usize)
+            .zip(watch)
+            .map(|(row, ids)| PositionLogits {
+                watched: ids.iter().map(|&id| usize::try_from(id).ok().and_then(|i| row.get(i)).map_or(f32::NAN, |&x| f(x))).collect(),
+                logsumexp: crate::logits::logsumexp(row.iter().map(|&x| f(x))),
+            })
+            .collect())
+    }
+    match ty {
+        Float::F32 => rows::<f32>(v, watch, |x| x),
+        Float::F16 => rows::<half::f16>(v, watch, half::f16::to_f32),
+        Float::Bf16 => rows::<half::bf16>(v, watch, half::bf16::to_f32),
+    }
 }
 
 /// [`read_last_rows`] into `out` (cleared first), so a decode loop reuses one buffer; returns the vocabulary size.

@@ -366,8 +366,9 @@ impl Outcome {
     /// A trial that ended in `error`: a failure, which an xfail may expect only when it measured the package
     /// computing NaN or infinite logits (every other error is bad input or a broken set-up, never expected).
     pub fn from_error(trial: &str, error: &Error) -> Outcome {
-        let failure =
-            error.is_non_finite().then(|| Box::new(Failure { kind: FailureKind::NonFinite, max_abs_diff: None, first_step: None }));
+        let failure = error
+            .is_non_finite()
+            .then(|| Box::new(Failure { kind: FailureKind::NonFinite, max_abs_diff: None, first_step: None, first_position: None }));
         Outcome { failure, ..Outcome::fail(format!("{trial}: {error}")) }
     }
 
@@ -716,8 +717,9 @@ impl Trial<'_> {
             first_divergence: None,
             snapshot: None,
             detail: Some(Box::new(Detail::Accuracy(detail::accuracy(task.spec.metric.name(), &r)))),
-            failure: (!r.pass)
-                .then(|| Box::new(Failure { kind: FailureKind::Accuracy, max_abs_diff: r.max_loglik_diff, first_step: None })),
+            failure: (!r.pass).then(|| {
+                Box::new(Failure { kind: FailureKind::Accuracy, max_abs_diff: r.max_loglik_diff, first_step: None, first_position: None })
+            }),
         })
     }
 
@@ -808,10 +810,22 @@ impl Trial<'_> {
                     return Err(stale(format!("{golden_file} {why} ({})", self.case.file)));
                 }
                 let reference = golden.full_logits(golden_path)?;
-                let got = generate::prefill(&decoder, &front, inputs.input_ids())?;
+                // Every prompt position the golden stores is judged at its ids; the last one over the vocabulary.
+                let watch: Vec<&[i64]> = golden.positions.iter().map(|p| p.ids.as_slice()).collect();
+                let (got, positions) = match watch.is_empty() {
+                    true => (generate::prefill(&decoder, &front, inputs.input_ids())?, Vec::new()),
+                    false => generate::prefill_positions(&decoder, &front, inputs.input_ids(), &watch)?,
+                };
                 let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), &tol);
+                let r = match verdict::judge_positions(&positions, &golden, &tol) {
+                    Some(p) => verdict::with_positions(r, p),
+                    None => r,
+                };
                 let d = detail::prefill(&r, &got, reference.as_deref());
-                let failure = (r.verdict == Verdict::Fail).then(|| Box::new(Failure::prefill(d.max_abs)));
+                let failure = (r.verdict == Verdict::Fail).then(|| {
+                    let first_position = r.positions.as_ref().and_then(|p| p.first_out).map(|o| o.position);
+                    Box::new(Failure { first_position, ..Failure::prefill(d.max_abs) })
+                });
                 Ok(Outcome {
                     status: r.verdict.into(),
                     message: report::prefill(&ctx, &r),
@@ -879,13 +893,17 @@ impl Trial<'_> {
                 // The tokens' failure first (what a person sees first); step logits alone fail as `step_logits`.
                 let failure = (r.verdict == Verdict::Fail).then(|| {
                     Box::new(match (tokens_failed, step_logits.as_ref().and_then(|s| s.first_out)) {
-                        (false, Some(o)) => {
-                            Failure { kind: FailureKind::StepLogits, max_abs_diff: max_step_diff, first_step: Some(o.step) }
-                        }
+                        (false, Some(o)) => Failure {
+                            kind: FailureKind::StepLogits,
+                            max_abs_diff: max_step_diff,
+                            first_step: Some(o.step),
+                            first_position: None,
+                        },
                         _ => Failure {
                             kind: FailureKind::Tokens,
                             max_abs_diff: max_step_diff,
                             first_step: r.first_divergence.as_ref().map(|d| d.index),
+                            first_position: None,
                         },
                     })
                 });
@@ -1029,7 +1047,7 @@ impl Trial<'_> {
         let mut failure = None;
         if let Some(d) = crate::genai_level::prompt_difference(hf, &run.processor_ids, &text) {
             status = Status::Fail;
-            failure = Some(Box::new(Failure { kind: FailureKind::Prompt, max_abs_diff: None, first_step: None }));
+            failure = Some(Box::new(Failure { kind: FailureKind::Prompt, max_abs_diff: None, first_step: None, first_position: None }));
             message.push_str(&format!("  - {d}"));
         }
         if let Some(g) = &generation {
@@ -1038,7 +1056,7 @@ impl Trial<'_> {
             let r = verdict::judge_generation(&run.tokens, g, None, &tol);
             if r.verdict == Verdict::Fail && failure.is_none() {
                 let first_step = r.first_divergence.as_ref().map(|d| d.index);
-                failure = Some(Box::new(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step }));
+                failure = Some(Box::new(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step, first_position: None }));
             }
             status = status.max(r.verdict.into());
             let token = |id: i64| tokenizer.token(id);

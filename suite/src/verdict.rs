@@ -80,6 +80,8 @@ pub struct PrefillReport {
     pub top10_overlap: usize,
     /// The noise-floor judgement, when the golden records the reference's noise (it replaces atol/rtol then).
     pub noise: Option<NoiseJudgement>,
+    /// Every prompt position, when the golden stores them (set by [`with_positions`]).
+    pub positions: Option<Positions>,
     pub tolerance: Tolerance,
 }
 
@@ -218,8 +220,106 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
         worst,
         top10_overlap,
         noise,
+        positions: None,
         tolerance: *tol,
     }
+}
+
+/// Where a prompt position's logits first leave tolerance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PositionViolation {
+    pub position: usize,
+    /// The token id, or `None` for the position's logsumexp.
+    pub id: Option<i64>,
+    pub reference: f64,
+    pub package: f64,
+    pub bound: f64,
+}
+
+/// L4 over every prompt position: the package's logits at the golden's stored per-position ids, and each
+/// position's logsumexp (which stands for the rest of the vocabulary).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Positions {
+    /// max |package - reference| per position (infinite where the package's number is missing or not finite).
+    pub per_position: Vec<f64>,
+    pub max_abs: f64,
+    pub max_at: usize,
+    pub first_out: Option<PositionViolation>,
+    pub positions_out: usize,
+    /// Whether the bounds came from the reference's per-position noise (else atol + rtol * |ref|).
+    pub by_noise: bool,
+}
+
+/// Judges every prompt position. `got[p]` holds the package's logits at `golden.positions[p].ids` and its logsumexp.
+/// With a noise floor the bound at a position is the policy's max multiple of the reference's own noise there
+/// (floored at half an ulp of its largest stored number, times the dtype's scale), as L4's last-position `max`
+/// statistic; without one it is atol + rtol * |ref|. `None` when the golden stores no positions (mobius' goldens).
+pub fn judge_positions(got: &[crate::runtime::PositionLogits], golden: &PrefillGolden, tol: &Tolerance) -> Option<Positions> {
+    if golden.positions.is_empty() {
+        return None;
+    }
+    let by_noise = golden.reference_noise.is_some() && golden.positions.iter().all(|p| p.noise.is_some());
+    let mut r = Positions { per_position: Vec::new(), max_abs: 0.0, max_at: 0, first_out: None, positions_out: 0, by_noise };
+    for (position, want) in golden.positions.iter().enumerate() {
+        let pkg = got.get(position);
+        let largest = want.logits.iter().map(|h| h.0.abs()).fold(want.logsumexp.0.abs(), f64::max);
+        let noise_bound = want.noise.filter(|_| by_noise).map(|n| {
+            let half_ulp = largest * f64::from(f32::EPSILON) / 2.0;
+            tol.noise_multiple_max * tol.noise_dtype_scale * n.0.max(half_ulp).max(f64::MIN_POSITIVE)
+        });
+        let numbers = want
+            .ids
+            .iter()
+            .zip(&want.logits)
+            .enumerate()
+            .map(|(k, (&id, w))| (Some(id), w.0, pkg.and_then(|p| p.watched.get(k)).map_or(f64::NAN, |&g| g as f64)))
+            .chain(std::iter::once((None, want.logsumexp.0, pkg.map_or(f64::NAN, |p| p.logsumexp))));
+        let mut worst = 0.0f64;
+        let mut out: Option<PositionViolation> = None;
+        for (id, w, g) in numbers {
+            let d = (g - w).abs();
+            let d = if d.is_nan() { f64::INFINITY } else { d };
+            let bound = noise_bound.unwrap_or(tol.atol + tol.rtol * w.abs());
+            worst = worst.max(d);
+            if d > bound && out.is_none_or(|o| d > (o.package - o.reference).abs()) {
+                out = Some(PositionViolation { position, id, reference: w, package: g, bound });
+            }
+        }
+        r.per_position.push(worst);
+        if worst > r.max_abs {
+            (r.max_abs, r.max_at) = (worst, position);
+        }
+        if let Some(o) = out {
+            r.positions_out += 1;
+            r.first_out.get_or_insert(o);
+        }
+    }
+    Some(r)
+}
+
+/// Folds the every-position judgement into an L4 report: a position out of tolerance fails the trial, and the reason
+/// names the first one.
+pub fn with_positions(mut r: PrefillReport, p: Positions) -> PrefillReport {
+    if let Some(o) = p.first_out {
+        let what = o.id.map_or_else(|| "its logsumexp".to_string(), |id| format!("id {id}"));
+        let rule = if p.by_noise { "the noise policy's bound" } else { "atol+rtol*|ref|" };
+        r.reasons.push(format!(
+            "prompt logits leave tolerance from position {} on ({} of {} positions): at {what} the reference has {:.6}, the \
+             package {:.6} (|diff| {:.3e} > {rule} {:.3e}); max |diff| {:.3e} at position {}",
+            o.position,
+            p.positions_out,
+            p.per_position.len(),
+            o.reference,
+            o.package,
+            (o.package - o.reference).abs(),
+            o.bound,
+            p.max_abs,
+            p.max_at
+        ));
+        r.verdict = Verdict::Fail;
+    }
+    r.positions = Some(p);
+    r
 }
 
 fn fmt_opt(v: Option<f64>) -> String {

@@ -103,6 +103,8 @@ pub struct Failure {
     pub max_abs_diff: Option<f64>,
     /// L5: the first diverging token (`tokens`) or the first step whose logits leave tolerance (`step_logits`).
     pub first_step: Option<usize>,
+    /// L4: the first prompt position whose logits leave tolerance (goldens that store every position).
+    pub first_position: Option<usize>,
 }
 
 impl Failure {
@@ -110,7 +112,7 @@ impl Failure {
     /// computed no number there), else `logits`.
     pub fn prefill(max_abs_diff: Option<f64>) -> Failure {
         let kind = if max_abs_diff.is_some_and(|d| !d.is_finite()) { FailureKind::NonFinite } else { FailureKind::Logits };
-        Failure { kind, max_abs_diff, first_step: None }
+        Failure { kind, max_abs_diff, first_step: None, first_position: None }
     }
 }
 
@@ -123,6 +125,9 @@ impl fmt::Display for Failure {
         }
         if let Some(s) = self.first_step {
             write!(f, ", first_step: {s}")?;
+        }
+        if let Some(p) = self.first_position {
+            write!(f, ", first_position: {p}")?;
         }
         write!(f, " }} ({})", self.kind.describe())
     }
@@ -139,6 +144,9 @@ pub struct Expect {
     /// The exact step where the failure starts.
     #[serde(default)]
     pub first_step: Option<usize>,
+    /// L4 `logits`: the exact prompt position where the logits first leave tolerance (optional).
+    #[serde(default)]
+    pub first_position: Option<usize>,
 }
 
 impl Expect {
@@ -169,6 +177,14 @@ impl Expect {
                 got.first_step.map_or_else(|| "none".to_string(), |g| g.to_string())
             ));
         }
+        if let Some(p) = self.first_position
+            && got.first_position != Some(p)
+        {
+            return Some(format!(
+                "the logits leave tolerance from prompt position {}, not from the expected position {p}",
+                got.first_position.map_or_else(|| "none".to_string(), |g| g.to_string())
+            ));
+        }
         None
     }
 
@@ -188,6 +204,9 @@ impl Expect {
         if matches!(kind, FailureKind::Tokens | FailureKind::StepLogits) && self.first_step.is_none() {
             return Err(format!("{at}.first_step` is missing: a `{kind}` failure states the step where it starts"));
         }
+        if self.first_position.is_some() && kind != FailureKind::Logits {
+            return Err(format!("{at}.first_position` is given, but only a `logits` failure (L4) has a prompt position"));
+        }
         if let Some([lo, hi]) = self.max_abs_diff
             && !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi)
         {
@@ -205,6 +224,9 @@ impl fmt::Display for Expect {
         }
         if let Some(s) = self.first_step {
             write!(f, ", first_step: {s}")?;
+        }
+        if let Some(p) = self.first_position {
+            write!(f, ", first_position: {p}")?;
         }
         write!(f, " }} ({})", self.failure.describe())
     }
@@ -301,7 +323,7 @@ mod tests {
     }
 
     fn failure(kind: FailureKind, max_abs_diff: Option<f64>, first_step: Option<usize>) -> Failure {
-        Failure { kind, max_abs_diff, first_step }
+        Failure { kind, max_abs_diff, first_step, first_position: None }
     }
 
     #[test]

@@ -20,6 +20,11 @@ like HF does. Written as safetensors (safetensors.numpy) to `out` (parent dirs c
     prefill_logits      float32 [V]     last prompt position of a plain forward pass
     prefill_logits_f64  float64 [V]     the same with the model and its float inputs in float64 (the
                                         reference's own fp32 noise is |prefill_logits - this|)
+    position_top_ids    int64   [S, K]  every prompt position's top-K ids (K = 5), by logit, descending
+    position_top_logits float32 [S, K]  their float32 logits
+    position_logsumexp  float64 [S]     each position's logsumexp over the vocabulary (of the float32 logits)
+    position_noise      float64 [S]     each position's max |float32 - float64| over the vocabulary (with the
+                                        float64 run)
     generated_tokens  int64   [N]     N <= max_new_tokens (fewer when EOS was generated; EOS included)
     step_logits       float32 [N, V]  raw logits that chose each generated token (step 0 = prefill)
 
@@ -236,10 +241,11 @@ def mm_encode(processor, prompt, images=(), audio=()):
 
 def greedy(model, inputs, n_new, eos, pad):
     """Prefill forward + greedy generate on `inputs` (the model's keyword inputs, batch 1):
-    (prefill last-position logits [V], generated tokens [N], step logits [N, V]), checked."""
+    (prefill logits of every prompt position [S, V], generated tokens [N], step logits [N, V]), checked."""
     input_ids = inputs["input_ids"]
     with torch.inference_mode():
-        prefill = model(**inputs).logits[0, -1].float()
+        prompt_logits = model(**inputs).logits[0].float()  # [S, V]
+        prefill = prompt_logits[-1]
         out = model.generate(
             **inputs,
             max_new_tokens=n_new,
@@ -267,7 +273,28 @@ def greedy(model, inputs, n_new, eos, pad):
         raise JobError(f"prefill forward and generate's first step disagree by {diff:.3g}")
     if prefill.shape[0] != step_logits.shape[1]:
         raise JobError(f"prefill logits have {prefill.shape[0]} entries, step logits {step_logits.shape[1]}")
-    return prefill, generated, step_logits
+    return prompt_logits, generated, step_logits
+
+
+POSITION_TOP_K = 5
+
+
+def position_summary(prompt_logits, prompt_logits_f64):
+    """Every prompt position in brief (see the module doc): top-K, logsumexp, and the fp32-vs-fp64 noise."""
+    k = min(POSITION_TOP_K, prompt_logits.shape[1])
+    top = torch.topk(prompt_logits, k, dim=-1, sorted=True)
+    out = {
+        "position_top_ids": top.indices.to(torch.int64).numpy(),
+        "position_top_logits": np.ascontiguousarray(top.values.numpy(), dtype=np.float32),
+        "position_logsumexp": torch.logsumexp(prompt_logits.double(), dim=-1).numpy(),
+    }
+    if prompt_logits_f64 is not None:
+        if prompt_logits_f64.shape != tuple(prompt_logits.shape):
+            raise JobError(f"float64 prompt logits {prompt_logits_f64.shape} vs float32 {tuple(prompt_logits.shape)}")
+        rows = [np.abs(prompt_logits[i:i + 64].double().numpy() - prompt_logits_f64[i:i + 64]).max(axis=-1)
+                for i in range(0, prompt_logits.shape[0], 64)]
+        out["position_noise"] = np.concatenate(rows).astype(np.float64)
+    return out
 
 
 # processor output -> ONNX input name (written as input.<name>)
@@ -588,13 +615,13 @@ def dequantize_into(model, onnx_path):
 
 
 def float64_prefill(model, inputs):
-    """The last-position logits of the same prefill with the model (and every float input) in float64: how far the
-    float32 reference sits from it is the reference's own numerical noise, the unit the tolerance policy judges a
-    package in. Converts the model in place (run it last)."""
+    """Every prompt position's logits [S, V] of the same prefill with the model (and every float input) in float64:
+    how far the float32 reference sits from it is the reference's own numerical noise, the unit the tolerance policy
+    judges a package in. Converts the model in place (run it last)."""
     model.double()
     cast = {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in inputs.items()}
     with torch.inference_mode():
-        out = model(**cast).logits[0, -1]
+        out = model(**cast).logits[0]
     if out.dtype != torch.float64:
         raise JobError(f"the float64 run returned {out.dtype} logits")
     return out.numpy()
@@ -653,7 +680,8 @@ def run_job(job):
         n_deq, deq_sha = dequantize_into(model, dequantize)
     eos = eos_ids(job, model)
     pad = pad_id(model, tok, eos)
-    prefill, generated, step_logits = greedy(model, inputs, n_new, eos, pad)
+    prompt_logits, generated, step_logits = greedy(model, inputs, n_new, eos, pad)
+    prefill = prompt_logits[-1].clone()
 
     S, N, V = input_ids.shape[1], generated.shape[0], step_logits.shape[1]
     if multimodal:
@@ -667,6 +695,9 @@ def run_job(job):
             raise
         print(f"{job['case']}: no float64 run ({str(e).splitlines()[0]}); golden without a noise floor", flush=True)
         prefill64 = None
+    positions = position_summary(prompt_logits, prefill64)
+    del prompt_logits
+    prefill64 = None if prefill64 is None else np.ascontiguousarray(prefill64[-1])
     tensors = {
         "input_ids": input_ids[0].to(torch.int64).numpy(),
         "prefill_logits": np.ascontiguousarray(prefill.numpy(), dtype=np.float32),
@@ -689,6 +720,7 @@ def run_job(job):
         extra = f" dequantized={n_deq}"
     if prefill64 is not None:
         tensors["prefill_logits_f64"] = np.ascontiguousarray(prefill64, dtype=np.float64)
+    tensors.update(positions)
     if multimodal:
         tensors.update(mm)
         metadata["modality"] = modality

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use mobius_conformance::bootstrap::{target_dir, workspace_root};
 use mobius_conformance::case::{Case, Dtype, Level, Location, Modality};
-use mobius_conformance::golden::{self, Provenance, ReferenceRun};
+use mobius_conformance::golden::{self, Hex, PositionTop, Provenance, ReferenceRun};
 use mobius_conformance::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::tokenizer::TextTokenizer;
 use mobius_conformance::trial::{Suite, package_model, relative};
@@ -482,6 +482,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
         true => Some(f64s(get("prefill_logits_f64", safetensors::Dtype::F64)?.1)),
         false => None,
     };
+    let positions = read_positions(&job.raw, &tensors, input_ids.len())?;
     let generated_tokens = i64s(get("generated_tokens", I64)?.1);
     let (step_shape, step_data) = get("step_logits", F32)?;
     let vocab = prefill_logits.len();
@@ -496,6 +497,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
         input_ids,
         prefill_logits,
         prefill_logits_f64,
+        positions,
         generated_tokens,
         step_logits,
         generated_text: m("generated_text"),
@@ -592,6 +594,48 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
 }
 
 /// The loosest near-tie margin (L4 or L5) among the dtypes this job's golden judges, with that dtype.
+/// Every prompt position in brief (`position_*` tensors), as the golden stores it; empty for raw outputs from before
+/// the reference wrote them.
+fn read_positions(raw: &Path, tensors: &HashMap<String, RawTensor>, prompt: usize) -> Result<Vec<PositionTop>, String> {
+    let get = |name: &str, dtype: safetensors::Dtype| {
+        let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", raw.display()))?;
+        if t.dtype != dtype {
+            return Err(format!("{}: tensor `{name}` is {:?}, expected {dtype:?}", raw.display(), t.dtype));
+        }
+        Ok((t.shape.clone(), t.data.as_slice()))
+    };
+    use safetensors::Dtype::{F32, F64, I64};
+    if !tensors.contains_key("position_top_ids") {
+        return Ok(Vec::new());
+    }
+    let (shape, ids) = get("position_top_ids", I64)?;
+    let ids = i64s(ids);
+    let logits = f32s(get("position_top_logits", F32)?.1);
+    let lse = f64s(get("position_logsumexp", F64)?.1);
+    let noise = match tensors.contains_key("position_noise") {
+        true => Some(f64s(get("position_noise", F64)?.1)),
+        false => None,
+    };
+    let [s, k] = shape[..] else { return Err(format!("{}: position_top_ids has shape {shape:?}, expected [prompt, k]", raw.display())) };
+    if s != prompt || k == 0 || logits.len() != s * k || lse.len() != s || noise.as_ref().is_some_and(|n| n.len() != s) {
+        return Err(format!(
+            "{}: position tensors disagree: {s}x{k} ids, {} logits, {} logsumexps, {:?} noises for a {prompt}-token prompt",
+            raw.display(),
+            logits.len(),
+            lse.len(),
+            noise.as_ref().map(Vec::len)
+        ));
+    }
+    Ok((0..s)
+        .map(|p| PositionTop {
+            ids: ids[p * k..(p + 1) * k].to_vec(),
+            logits: logits[p * k..(p + 1) * k].iter().map(|&x| Hex(x as f64)).collect(),
+            logsumexp: Hex(lse[p]),
+            noise: noise.as_ref().map(|n| Hex(n[p])),
+        })
+        .collect())
+}
+
 fn loosest_near_tie(suite: &Suite, job: &Job) -> Option<(f64, Dtype)> {
     let policy = suite.policy.as_ref().ok()?;
     let judged = job.case.variants(&suite.root).into_iter().map(|v| v.dtype).filter(|d| d.golden_suffix() == job.dtype.golden_suffix());

@@ -61,8 +61,8 @@ pub struct Prefill {
     pub atol: f64,
     /// |package - reference| over the vocabulary ids at the last prompt position.
     pub vocab_profile: Option<Profile>,
-    /// max |diff| per prompt position. The runtime keeps only the last position's logits today (copying every
-    /// position's cost more than the forward pass), so this stays `None` until a trial asks for all of them.
+    /// max |diff| per prompt position, at the golden's stored ids and the position's logsumexp (goldens that store
+    /// every position).
     pub positions: Option<Profile>,
 }
 
@@ -132,7 +132,7 @@ pub fn prefill(r: &PrefillReport, got: &[f32], reference: Option<&[f32]>) -> Pre
         reference_margin: r.want_margin,
         atol: r.tolerance.atol,
         vocab_profile,
-        positions: None,
+        positions: r.positions.as_ref().map(|p| Profile::of(p.per_position.iter().copied())),
     }
 }
 
