@@ -9,12 +9,12 @@ use common::{Scratch, copy_tree, run, write};
 use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::gate::{self, Baseline, BaselineItem, GatePolicy, Scored};
 use mobius_conformance::golden::{Hex, Provenance};
-use mobius_conformance::onnx_bytes::Model;
 use mobius_conformance::report::detail::Detail;
 use mobius_conformance::scoring;
 use mobius_conformance::task::{self, Item, ItemKind, Metric, Task};
 use mobius_conformance::tokenizer::TextTokenizer;
 use mobius_conformance::trial::Status;
+use onnx_bytes::Model;
 
 fn tokenizer() -> std::sync::Arc<TextTokenizer> {
     TextTokenizer::load(&workspace_root().join("fixtures/tokenizer")).unwrap()

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 use common::{Scratch, copy_tree, run, write};
 use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::onnx_bytes::Model;
 use mobius_conformance::trial::Status;
+use onnx_bytes::Model;
 
 const CASE: &str = "qwen3-tiny";
 

@@ -19,7 +19,6 @@ pub mod hub;
 pub mod inputs;
 pub mod lmeval;
 pub mod logits;
-pub mod onnx_bytes;
 pub mod package;
 pub mod paths;
 pub mod pipeline;

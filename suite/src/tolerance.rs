@@ -111,11 +111,13 @@ impl fmt::Display for Tolerance {
 
 /// Built-in noise multiples (p50, p99, max), learned from the clean exports: the largest multiple any clean variant
 /// measured (f32: 21 / 29 / 39 on Gemma-3 270M, the tiny fixtures and SmolLM2-135M at most 1.7; int4 kernel parity:
-/// 41 / 42 / 45 on Gemma-3 270M; f16 after its 2^13 scale: 0.4 on tiny and real), times about 5 for headroom. The
-/// smallest mutant sits at 5,700x (a 1% weight error on qwen3-tiny): `cargo xtask mutants` prints each separation.
+/// 41 / 42 / 45 on Gemma-3 270M), times about 5 for headroom; the smallest f32 mutant sits at 5,700x (a 1% weight
+/// error on qwen3-tiny). f16 has no such room: after its 2^13 scale clean packages measure at most 0.44 and a 1%
+/// weight error 1.0 to 3.8 (2.8x to 8.7x the same case's clean score), so its limit, 0.8, sits between them.
+/// `cargo xtask mutants` prints each separation.
 const NOISE_F32: (f64, f64, f64) = (200.0, 200.0, 250.0);
 const NOISE_INT4: (f64, f64, f64) = (200.0, 200.0, 250.0);
-const NOISE_F16: (f64, f64, f64) = (4.0, 4.0, 4.0);
+const NOISE_F16: (f64, f64, f64) = (0.8, 0.8, 0.8);
 
 /// Some of the numbers: a policy-file entry or a case's `tolerance:` block.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -27,14 +27,28 @@ pub fn raw_from_goldens(case: &str, out: &Path) {
     let toks: Vec<u8> = generation.generated_tokens.iter().flat_map(|x| x.to_le_bytes()).collect();
     let pl: Vec<u8> = logits.iter().flat_map(|x| x.to_le_bytes()).collect();
     let sl: Vec<u8> = steps.iter().flat_map(|x| x.to_le_bytes()).collect();
-    use safetensors::Dtype::{F32, I64};
+    // Every prompt position in brief, as the reference writes it.
+    let (s, k) = (pre.positions.len(), pre.positions.first().map_or(0, |p| p.ids.len()));
+    let pos_ids: Vec<u8> = pre.positions.iter().flat_map(|p| p.ids.iter().flat_map(|x| x.to_le_bytes())).collect();
+    let pos_logits: Vec<u8> = pre.positions.iter().flat_map(|p| p.logits.iter().flat_map(|x| (x.0 as f32).to_le_bytes())).collect();
+    let lse: Vec<u8> = pre.positions.iter().flat_map(|p| p.logsumexp.0.to_le_bytes()).collect();
+    let noise: Vec<u8> = pre.positions.iter().flat_map(|p| p.noise.map_or(0.0, |n| n.0).to_le_bytes()).collect();
+    use safetensors::Dtype::{F32, F64, I64};
     use safetensors::tensor::TensorView;
-    let views = vec![
+    let mut views = vec![
         ("input_ids", TensorView::new(I64, vec![pre.input_ids.len()], &ids).unwrap()),
         ("generated_tokens", TensorView::new(I64, vec![generation.generated_tokens.len()], &toks).unwrap()),
         ("prefill_logits", TensorView::new(F32, vec![v], &pl).unwrap()),
         ("step_logits", TensorView::new(F32, vec![generation.steps.len(), v], &sl).unwrap()),
     ];
+    if s > 0 {
+        views.push(("position_top_ids", TensorView::new(I64, vec![s, k], &pos_ids).unwrap()));
+        views.push(("position_top_logits", TensorView::new(F32, vec![s, k], &pos_logits).unwrap()));
+        views.push(("position_logsumexp", TensorView::new(F64, vec![s], &lse).unwrap()));
+        if pre.positions.iter().all(|p| p.noise.is_some()) {
+            views.push(("position_noise", TensorView::new(F64, vec![s], &noise).unwrap()));
+        }
+    }
     let p = pre.provenance.unwrap();
     let meta: HashMap<String, String> = [
         ("generated_text", generation.generated_text.unwrap()),

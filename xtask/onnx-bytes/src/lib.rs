@@ -38,7 +38,9 @@ const ENTRY_VALUE: u32 = 2;
 
 /// TensorProto.DataType values the mutants read.
 pub const FLOAT: i32 = 1;
+pub const UINT8: i32 = 2;
 pub const INT64: i32 = 7;
+pub const FLOAT16: i32 = 10;
 
 /// One field of a message: its number, its value, and where it lies (tag included) in the buffer.
 #[derive(Debug, Clone, PartialEq)]
@@ -218,6 +220,8 @@ pub struct Attribute {
 pub struct Node {
     pub name: String,
     pub op_type: String,
+    /// Where the `op_type` string's bytes lie.
+    pub op_type_span: Range<usize>,
     pub inputs: Vec<String>,
     /// Where each `input` field lies, tag included.
     pub input_spans: Vec<Range<usize>>,
@@ -230,6 +234,7 @@ impl Node {
         let mut n = Node {
             name: String::new(),
             op_type: String::new(),
+            op_type_span: 0..0,
             inputs: Vec::new(),
             input_spans: Vec::new(),
             outputs: Vec::new(),
@@ -243,7 +248,12 @@ impl Node {
                 }
                 NODE_OUTPUT => n.outputs.push(text(buf, &f)?),
                 NODE_NAME => n.name = text(buf, &f)?,
-                NODE_OP_TYPE => n.op_type = text(buf, &f)?,
+                NODE_OP_TYPE => {
+                    n.op_type = text(buf, &f)?;
+                    if let Value::Len(r) = &f.value {
+                        n.op_type_span = r.clone();
+                    }
+                }
                 NODE_ATTRIBUTE => n.attributes.push(Attribute::parse(buf, sub(&f)?)?),
                 _ => {}
             }
@@ -416,7 +426,12 @@ impl Model {
         let width = match t.data_type {
             FLOAT => 4,
             INT64 => 8,
-            other => return Err(self.err(format!("tensor `{}` has data type {other}; the mutants patch only float32 and int64", t.name))),
+            FLOAT16 => 2,
+            UINT8 => 1,
+            other => {
+                return Err(self
+                    .err(format!("tensor `{}` has data type {other}; the mutants patch only float32, float16, uint8 and int64", t.name)));
+            }
         };
         let want = t.elements() * width;
         let (buffer, range, len) = match &t.data {
@@ -482,6 +497,53 @@ impl Model {
         for (dst, v) in self.bytes_of_mut(&t)?.chunks_exact_mut(4).zip(values) {
             dst.copy_from_slice(&v.to_le_bytes());
         }
+        Ok(())
+    }
+
+    /// A float32 or float16 tensor's elements, as float32.
+    pub fn floats(&self, value: &str) -> Result<Vec<f32>, String> {
+        let t = self.tensor(value)?;
+        match t.data_type {
+            FLOAT16 => Ok(self.bytes_of(&t)?.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()),
+            _ => self.f32s(value),
+        }
+    }
+
+    /// Overwrites a float32 or float16 tensor's elements in place (float16 rounds to nearest, ties to even).
+    pub fn set_floats(&mut self, value: &str, values: &[f32]) -> Result<(), String> {
+        let t = self.tensor(value)?;
+        if t.data_type != FLOAT16 {
+            return self.set_f32s(value, values);
+        }
+        if t.elements() != values.len() {
+            return Err(self.err(format!("tensor `{value}` {:?} cannot take {} float16 values", t.dims, values.len())));
+        }
+        for (dst, v) in self.bytes_of_mut(&t)?.chunks_exact_mut(2).zip(values) {
+            dst.copy_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// A uint8 tensor's bytes (MatMulNBits' packed 4-bit weights).
+    pub fn u8s(&self, value: &str) -> Result<Vec<u8>, String> {
+        let t = self.tensor(value)?;
+        if t.data_type != UINT8 {
+            return Err(self.err(format!("tensor `{value}` has data type {}, expected uint8 ({UINT8})", t.data_type)));
+        }
+        Ok(self.bytes_of(&t)?.to_vec())
+    }
+
+    pub fn set_u8s(&mut self, value: &str, values: &[u8]) -> Result<(), String> {
+        let t = self.tensor(value)?;
+        if t.data_type != UINT8 || t.elements() != values.len() {
+            return Err(self.err(format!(
+                "tensor `{value}` {:?} (type {}) cannot take {} uint8 values",
+                t.dims,
+                t.data_type,
+                values.len()
+            )));
+        }
+        self.bytes_of_mut(&t)?.copy_from_slice(values);
         Ok(())
     }
 
@@ -554,6 +616,20 @@ impl Model {
             )));
         }
         self.bytes[range].copy_from_slice(&encoded);
+        self.reparse()?;
+        Ok(old)
+    }
+
+    /// Renames a node's operator in place; the new name must have as many bytes as the old one.
+    pub fn set_op_type(&mut self, node: &str, op_type: &str) -> Result<String, String> {
+        let n = self.node(node)?;
+        let (old, range) = (n.op_type.clone(), n.op_type_span.clone());
+        if op_type.len() != range.len() {
+            return Err(
+                self.err(format!("node `{node}`: op_type {old} -> {op_type} changes its length; only same-length patches are made"))
+            );
+        }
+        self.bytes[range].copy_from_slice(op_type.as_bytes());
         self.reparse()?;
         Ok(old)
     }
