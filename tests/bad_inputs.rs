@@ -193,7 +193,7 @@ fn a_huge_max_new_tokens_is_refused_naming_the_field_and_never_aborts() {
     use mobius_conformance::{generate, runtime};
     let model = workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32/model.onnx");
     let d = runtime::decoder(&model, runtime::Provider::Cpu).unwrap();
-    let e = generate::greedy(&d, &generate::Front::Ids, &[2, 40], 4_000_000_000, &[], None).expect_err("refused").to_string();
+    let e = generate::greedy(&d, &generate::Front::Ids, &[2, 40], 4_000_000_000, &[], None, &[]).expect_err("refused").to_string();
     assert!(e.contains("4000000000 new tokens"), "{e}");
 }
 

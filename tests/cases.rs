@@ -86,6 +86,13 @@ fn unknown_field_names_file_and_field() {
     assert!(e.contains("temperature"), "{e}");
     let e = parse(&CASE.replace("  eps: [default, cpu]", "  eps: [default, cpu]\n  ep: cuda")).unwrap_err();
     assert!(e.contains("`ep`") || e.contains("ep"), "{e}");
+    // An accuracy entry's overrides refuse a misspelt one too, and take the right ones.
+    let with = |entry: &str| CASE.replace("matrix:", &format!("accuracy:\n  - task: cases/tasks/arith.yaml\n{entry}\nmatrix:"));
+    let e = parse(&with("    num_fewshots: 3")).unwrap_err();
+    assert!(e.contains("cases/causal-lm/x.yaml") && e.contains("num_fewshots"), "{e}");
+    let c = parse(&with("    num_fewshot: 3\n    max_delta_points: 2.0")).unwrap();
+    let source = c.spec.accuracy[0].source(Path::new("/root"), false);
+    assert_eq!((source.overrides.num_fewshot, source.overrides.max_delta_points), (Some(3), Some(2.0)));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use mobius_conformance::lmeval;
 use mobius_conformance::package::GenaiConfig;
 use mobius_conformance::runtime::{self, Provider};
 use mobius_conformance::scoring::Scored;
-use mobius_conformance::task::{self, Item, ItemKind, Metric, Source, Task};
+use mobius_conformance::task::{self, Item, ItemKind, Metric, Overrides, Source, Task};
 use mobius_conformance::tokenizer::TextTokenizer;
 use mobius_conformance::trial::package_model;
 use serde_json::Value;
@@ -37,7 +37,8 @@ fn hub() -> PathBuf {
 
 fn load(file: &str, dataset: &str, shots: usize) -> (Task, Vec<Item>) {
     let data = lmeval::hub_snapshot(&hub(), dataset).unwrap_or_else(|| panic!("{dataset} in the hub cache layout"));
-    let source = Source { data: Some(data), num_fewshot: Some(shots), ..Source::default() };
+    let source =
+        Source { data: Some(data), overrides: Overrides { num_fewshot: Some(shots), ..Overrides::default() }, ..Source::default() };
     let task = Task::load_with(&workspace_root(), &format!("tests/data/lmeval/lm_eval_tasks/{file}"), &source).unwrap();
     let tok = TextTokenizer::load(&workspace_root().join("fixtures/tokenizer")).unwrap();
     let items = task.items(&tok).unwrap();

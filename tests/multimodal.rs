@@ -71,7 +71,7 @@ fn run(zero_image: bool, zero_audio: bool) -> Run {
         hidden,
     };
     let front = Front::Embedding(&embedder);
-    let g = generate::greedy(&decoder, &front, &ids, 8, &[], None).unwrap();
+    let g = generate::greedy(&decoder, &front, &ids, 8, &[], None, &[]).unwrap();
     let last = generate::prefill(&decoder, &front, &ids).unwrap();
     assert_eq!(last, g.prefill_logits, "prefill and the first generation step agree");
     Run { last, tokens: g.tokens }

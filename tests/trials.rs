@@ -256,7 +256,10 @@ fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
         text
     } else {
         // Under CI insta writes nothing; the trial's own rendering is what a reviewer would accept.
-        format!("---\nsource: suite/src/snapshot.rs\n---\n{}", first.snapshot.clone().expect("a failing stream renders its snapshot"))
+        format!(
+            "---\nsource: suite/src/report/snapshot.rs\n---\n{}",
+            first.snapshot.clone().expect("a failing stream renders its snapshot")
+        )
     };
     write(&snap, &content);
     let accepted = run(&s.0, &name);

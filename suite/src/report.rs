@@ -3,6 +3,7 @@
 pub mod detail;
 pub mod html;
 pub mod matrix;
+pub mod snapshot;
 pub mod summary;
 mod svg;
 
@@ -17,12 +18,12 @@ pub struct Context<'a> {
     pub golden_file: &'a str,
     pub regenerate: &'a str,
     pub policy_source: &'a str,
-    pub token: &'a dyn Fn(i64) -> String,
-    pub text: &'a dyn Fn(&[i64]) -> String,
+    /// Shows token ids as the package's tokenizer reads them.
+    pub tokenizer: &'a crate::tokenizer::TextTokenizer,
 }
 
 fn tok(ctx: &Context, id: i64) -> String {
-    format!("{id} {:?}", (ctx.token)(id))
+    format!("{id} {:?}", ctx.tokenizer.token(id))
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -97,8 +98,8 @@ pub fn generation(ctx: &Context, r: &GenerationReport) -> String {
     for reason in &r.reasons {
         let _ = writeln!(s, "  - {reason}");
     }
-    let _ = writeln!(s, "  expected: {:?}", (ctx.text)(&r.expected));
-    let _ = writeln!(s, "  got:      {:?}", (ctx.text)(&r.got));
+    let _ = writeln!(s, "  expected: {:?}", ctx.tokenizer.decode(&r.expected));
+    let _ = writeln!(s, "  got:      {:?}", ctx.tokenizer.decode(&r.got));
     let _ = writeln!(s, "  tokens:   {}/{} match ({:.3})", r.matches, r.expected.len().max(r.got.len()), r.ratio);
     if let Some(d) = &r.first_divergence {
         let kind = match d.kind {

@@ -487,6 +487,17 @@ impl Trial<'_> {
         format!("cargo xtask regen-goldens --case {}{level} --force{}", self.case.name, self.suite.root_option())
     }
 
+    /// What every report of this trial names: the trial, its case file, the golden, how to regenerate it, the policy.
+    fn report_context<'a>(
+        &'a self,
+        tokenizer: &'a TextTokenizer,
+        golden_file: &'a str,
+        regenerate: &'a str,
+        policy: &'a crate::tolerance::Policy,
+    ) -> report::Context<'a> {
+        report::Context { trial: self.name, case_file: &self.case.file, golden_file, regenerate, policy_source: &policy.source, tokenizer }
+    }
+
     fn rel(&self, p: &Path) -> String {
         relative(&self.suite.root, p)
     }
@@ -791,15 +802,7 @@ impl Trial<'_> {
         let token = |id: i64| tokenizer.token(id);
         let text = |ids: &[i64]| tokenizer.decode(ids);
         let regenerate = self.regenerate();
-        let ctx = report::Context {
-            trial: self.name,
-            case_file: &self.case.file,
-            golden_file: &golden_file,
-            regenerate: &regenerate,
-            policy_source: &policy.source,
-            token: &token,
-            text: &text,
-        };
+        let ctx = self.report_context(&tokenizer, &golden_file, &regenerate, policy);
         let stale = |reason: String| Error::new(format!("golden is stale: {reason}\n  regenerate: {}", self.regenerate()));
 
         // outputs -> verdict -> report
@@ -864,19 +867,11 @@ impl Trial<'_> {
                 let max_new = golden.max_new_tokens.unwrap_or(self.case.max_new_tokens()) as usize;
                 // Each step keeps the package's logits at the reference's stored ids for that step.
                 let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
-                let free = generate::greedy_watching(&decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
+                let free = generate::greedy(&decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
                 let got = free.chosen();
                 // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
                 let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
-                    Some(generate::greedy_watching(
-                        &decoder,
-                        &front,
-                        inputs.input_ids(),
-                        max_new,
-                        &eos,
-                        Some(&golden.generated_tokens),
-                        &watch,
-                    )?)
+                    Some(generate::greedy(&decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?)
                 } else {
                     None
                 };
@@ -1003,18 +998,8 @@ impl Trial<'_> {
             prefill: prefill.as_ref().map(|g| (g, full.as_deref(), &tol4, prefill_file.as_str())),
             generation: generation.as_ref().map(|g| (g, &tol5, generation_file.as_str())),
         };
-        let token = |id: i64| tokenizer.token(id);
-        let text = |ids: &[i64]| tokenizer.decode(ids);
         let regenerate = self.regenerate();
-        let ctx = report::Context {
-            trial: self.name,
-            case_file: &self.case.file,
-            golden_file: &generation_file,
-            regenerate: &regenerate,
-            policy_source: &policy.source,
-            token: &token,
-            text: &text,
-        };
+        let ctx = self.report_context(tokenizer, &generation_file, &regenerate, policy);
         Ok(crate::genai_level::judge(&ctx, &run, &goldens))
     }
 
@@ -1059,18 +1044,8 @@ impl Trial<'_> {
                 failure = Some(Box::new(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step, first_position: None }));
             }
             status = status.max(r.verdict.into());
-            let token = |id: i64| tokenizer.token(id);
-            let plain = |ids: &[i64]| tokenizer.decode(ids);
             let (file, regenerate) = (self.rel(&paths.generation), self.regenerate());
-            let ctx = report::Context {
-                trial: self.name,
-                case_file: &self.case.file,
-                golden_file: &file,
-                regenerate: &regenerate,
-                policy_source: &policy.source,
-                token: &token,
-                text: &plain,
-            };
+            let ctx = self.report_context(tokenizer, &file, &regenerate, policy);
             message.push_str(&report::generation(&ctx, &r));
         }
         Ok(Outcome { status, message, max_abs_diff: None, first_divergence: None, snapshot: None, detail: None, failure })

@@ -146,14 +146,15 @@ impl DecodeLoop {
         let model = package_model(package).map_err(|e| e.to_string())?;
         let decoder = runtime::decoder(&model, provider).map_err(|e| e.to_string())?;
         let mut l = DecodeLoop { decoder, prompt: prompt.to_vec(), tokens, ids: Vec::new() };
-        l.ids = generate::greedy(&l.decoder, &Front::Ids, &l.prompt, tokens, &[], None).map_err(|e| e.to_string())?.chosen();
+        l.ids = generate::greedy(&l.decoder, &Front::Ids, &l.prompt, tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen();
         Ok(l)
     }
 
     /// One run: (tokens/s of the whole loop, tokens/s of its time inside ONNX Runtime's run calls).
     pub fn run(&self) -> Result<(f64, f64), String> {
         let (t0, r0) = (Instant::now(), runtime::run_seconds());
-        let ids = generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None).map_err(|e| e.to_string())?.chosen();
+        let ids =
+            generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen();
         let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
         if ids != self.ids {
             return Err(format!("{}: the greedy tokens changed between runs", self.decoder.model.display()));

@@ -853,8 +853,9 @@ fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) ->
             }
         }
     }
+    // A mutant's L4 score counts where L4 caught it: a decode-only bug leaves the prefill exact by design (L5 judges it).
     for r in runs {
-        for f in &r.rows {
+        for f in r.rows.iter().filter(|f| f.outcome.is_fail()) {
             if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome.message)) {
                 let e = &mut table.entry(k).or_default().1;
                 if e.as_ref().is_none_or(|(v, _)| sc < *v) {

@@ -6,8 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// Every bug class of the issue, by mutant name.
-const MUTANTS: [&str; 9] = [
+/// Every bug class, by mutant name.
+const MUTANTS: [&str; 21] = [
     "weight-x1.01",
     "softcap-dropped",
     "window-mask-off-by-one",
@@ -17,6 +17,18 @@ const MUTANTS: [&str; 9] = [
     "per-layer-inputs-zeroed",
     "vision-clamp-removed",
     "audio-mask-inverted",
+    "kv-cache-read-swapped",
+    "kv-cache-read-swapped-gemma4",
+    "rope-wrong-after-prompt",
+    "rope-wrong-from-30",
+    "f16-gate-x1.01",
+    "f16-lm-head-x1.01",
+    "f16-lm-head-x1.01-gemma3",
+    "f16-lm-head-x1.01-gemma4",
+    "int4-scales-x1.01",
+    "int4-zero-point-off-by-one",
+    "int4-nibbles-swapped",
+    "unloadable-in-xfail",
 ];
 
 #[test]
@@ -43,8 +55,27 @@ fn every_mutant_fails_a_named_trial_and_the_clean_variants_pass() {
         let trial = m["trials"].as_array().unwrap().iter().find(|t| t["name"] == by).unwrap();
         assert_eq!(trial["verdict"], "FAIL", "{name}: {trial:#}");
         assert!(trial["message"].as_str().unwrap().contains(by), "the failure names its trial: {trial:#}");
-        assert!(m["measured"].as_str().is_some_and(|d| d.contains("diff") || d.contains("tokens kept")), "{name}: {m:#}");
+        assert!(
+            m["measured"].as_str().is_some_and(|d| d.contains("diff") || d.contains("tokens kept") || d.contains("xfail did not absorb")),
+            "{name}: {m:#}"
+        );
         assert!(stdout.contains(&format!("| {name} |")) && stdout.contains(&format!("`{by}`")), "the table names the catch:\n{stdout}");
+    }
+    // Decode-only bugs leave the prefill exact: L5 catches them, at the step they start, tokens kept or not.
+    for (name, step) in [("kv-cache-read-swapped-gemma4", 1), ("rope-wrong-after-prompt", 1)] {
+        let m = mutants.iter().find(|m| m["name"] == name).unwrap();
+        assert!(m["caught_by"].as_str().unwrap().ends_with("/L5"), "{m:#}");
+        let measured = m["measured"].as_str().unwrap();
+        assert!(measured.contains("16/16 tokens kept") && measured.contains(&format!("step logits out from step {step}")), "{m:#}");
+        assert!(!m["failed"].as_array().unwrap().iter().any(|t| t.as_str().unwrap().ends_with("/L4")), "L4 passes: {m:#}");
+    }
+    // A bug that starts mid-prompt is named by its position.
+    let late = mutants.iter().find(|m| m["name"] == "rope-wrong-from-30").unwrap();
+    assert!(late["measured"].as_str().unwrap().contains("from prompt position 30"), "{late:#}");
+    // An unloadable package inside an xfail variant fails; it is never the expected failure.
+    let unloadable = mutants.iter().find(|m| m["name"] == "unloadable-in-xfail").unwrap();
+    for t in unloadable["trials"].as_array().unwrap() {
+        assert_eq!(t["verdict"], "FAIL", "{t:#}");
     }
     // The encoders' bugs are caught by their own component trials, not only downstream.
     for (name, level) in [("vision-clamp-removed", "/vision_encoder"), ("audio-mask-inverted", "/audio_encoder")] {

@@ -129,20 +129,9 @@ impl Generated {
 
 /// Greedy decoding: up to `max_new_tokens`, stopping after an EOS token (which is kept, as Hugging Face does).
 /// With `forced`, the given tokens are fed back instead of the package's choices (teacher forcing), and the run
-/// lasts exactly `forced.len()` steps, so every step can be compared with the reference's.
+/// lasts exactly `forced.len()` steps, so every step can be compared with the reference's. Step `i` keeps the logits
+/// at `watch[i]`'s ids (an id outside the vocabulary reads NaN; no watch list keeps none).
 pub fn greedy(
-    decoder: &Decoder,
-    front: &Front,
-    prompt: &[i64],
-    max_new_tokens: usize,
-    eos: &[i64],
-    forced: Option<&[i64]>,
-) -> Result<Generated> {
-    greedy_watching(decoder, front, prompt, max_new_tokens, eos, forced, &[])
-}
-
-/// [`greedy`], keeping at step `i` the logits at `watch[i]`'s ids (an id outside the vocabulary reads NaN).
-pub fn greedy_watching(
     decoder: &Decoder,
     front: &Front,
     prompt: &[i64],

@@ -24,7 +24,7 @@ use crate::runtime::{self, Provider};
 pub const GENAI_VERSION: &str = "0.18.0";
 
 /// The pinned requirement with the hash of every published wheel.
-pub const LOCK: &str = include_str!("../locks/onnxruntime-genai-0.18.0.txt");
+pub const LOCK: &str = include_str!("../../locks/onnxruntime-genai-0.18.0.txt");
 
 #[repr(C)]
 struct OgaResult(c_void);

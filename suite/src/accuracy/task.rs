@@ -161,12 +161,19 @@ fn max_gen_toks() -> usize {
 
 /// What a case says about a task it runs: where an lm-eval task file's data lives (else the Hugging Face hub
 /// cache), and overrides of its shots, metric, size and gate thresholds.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Source {
     /// A folder laid out like a dataset repository: `<dataset_name>/<split>-*.jsonl`, `data/<split>-*.jsonl`, ...
-    #[serde(default)]
     pub data: Option<PathBuf>,
+    pub overrides: Overrides,
+    /// The case's `external_paths`: whether the task's files may lie outside the suite root.
+    pub external_paths: bool,
+}
+
+/// What a case's `accuracy` entry may override of a task: its shots, metric, size and the gate's thresholds.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
     #[serde(default)]
     pub num_fewshot: Option<usize>,
     #[serde(default)]
@@ -179,9 +186,6 @@ pub struct Source {
     pub flip_alpha: Option<f64>,
     #[serde(default)]
     pub max_flipped_points: Option<f64>,
-    /// The case's `external_paths`: whether the task's files may lie outside the suite root.
-    #[serde(skip)]
-    pub external_paths: bool,
 }
 
 impl Source {
@@ -325,7 +329,7 @@ impl Task {
         };
         let supported: &[&str] = if output_type == OutputType::MultipleChoice { &["acc", "acc_norm"] } else { &["exact_match"] };
         let metrics: Vec<String> = c.metric_list.iter().flatten().map(|m| m.metric.clone()).collect();
-        let metric_name = match &source.metric {
+        let metric_name = match &source.overrides.metric {
             Some(m) => m.clone(),
             None => metrics.iter().find(|m| supported.contains(&m.as_str())).cloned().unwrap_or_else(|| supported[0].to_string()),
         };
@@ -345,7 +349,7 @@ impl Task {
         if fs.process_docs.is_some() {
             bail!("{file}: `fewshot_config.process_docs` is Python, which the suite cannot run");
         }
-        let num_fewshot = source.num_fewshot.or(c.num_fewshot).unwrap_or(0);
+        let num_fewshot = source.overrides.num_fewshot.or(c.num_fewshot).unwrap_or(0);
         if num_fewshot > 0 && fs.sampler.as_deref() != Some("first_n") {
             bail!(
                 "{file}: {num_fewshot}-shot with sampler `{}` draws examples with Python's random generator; the gate \
@@ -410,10 +414,10 @@ impl Task {
             metric,
             generation_kwargs,
             answer_regex,
-            max_delta_points: source.max_delta_points,
-            flip_alpha: source.flip_alpha,
-            max_flipped_points: source.max_flipped_points,
-            limit: source.limit,
+            max_delta_points: source.overrides.max_delta_points,
+            flip_alpha: source.overrides.flip_alpha,
+            max_flipped_points: source.overrides.max_flipped_points,
+            limit: source.overrides.limit,
         };
         spec.validate(file)?;
         let read = |split: &str| -> Result<Vec<Doc>> {
@@ -429,7 +433,7 @@ impl Task {
             }
         };
         let mut docs = read(&test_split)?;
-        if let Some(n) = source.limit {
+        if let Some(n) = source.overrides.limit {
             docs.truncate(n);
         }
         let fewshot = match &fewshot_split {

@@ -38,8 +38,8 @@ impl Flavor {
     /// The pinned requirement with the hash of every published wheel (`suite/locks/`).
     pub fn lock(self) -> &'static str {
         match self {
-            Flavor::Cpu => include_str!("../locks/onnxruntime-1.31.1.txt"),
-            Flavor::Gpu => include_str!("../locks/onnxruntime-gpu-1.31.1.txt"),
+            Flavor::Cpu => include_str!("../../locks/onnxruntime-1.31.1.txt"),
+            Flavor::Gpu => include_str!("../../locks/onnxruntime-gpu-1.31.1.txt"),
         }
     }
 }

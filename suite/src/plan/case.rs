@@ -86,26 +86,33 @@ pub enum AccuracyTask {
     With(AccuracyEntry),
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A task with what the case overrides of it: `task`, `data`, and the task's own overrides in the same map.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AccuracyEntry {
     pub task: String,
     /// An lm-eval task file's dataset folder (laid out like the dataset's repository), relative to the suite
     /// root; without it, the Hugging Face hub cache.
-    #[serde(default)]
     pub data: Option<String>,
-    #[serde(default)]
-    pub num_fewshot: Option<usize>,
-    #[serde(default)]
-    pub metric: Option<String>,
-    #[serde(default)]
-    pub limit: Option<usize>,
-    #[serde(default)]
-    pub max_delta_points: Option<f64>,
-    #[serde(default)]
-    pub flip_alpha: Option<f64>,
-    #[serde(default)]
-    pub max_flipped_points: Option<f64>,
+    pub overrides: crate::task::Overrides,
+}
+
+impl<'de> Deserialize<'de> for AccuracyEntry {
+    /// One flat map. serde's `flatten` would let an unknown field through, so the overrides are read from what
+    /// `task` and `data` leave, where their own `deny_unknown_fields` refuses a misspelt one.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        use serde_json::Value;
+        let mut map = serde_json::Map::deserialize(d)?;
+        let mut text = |field: &'static str| match map.remove(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(D::Error::custom(format!("field `{field}` is {other}, expected a path"))),
+        };
+        let task = text("task")?.ok_or_else(|| D::Error::missing_field("task"))?;
+        let data = text("data")?;
+        let overrides = crate::task::Overrides::deserialize(Value::Object(map)).map_err(D::Error::custom)?;
+        Ok(AccuracyEntry { task, data, overrides })
+    }
 }
 
 impl AccuracyTask {
@@ -122,16 +129,9 @@ impl AccuracyTask {
     pub fn source(&self, root: &Path, external_paths: bool) -> crate::task::Source {
         match self {
             AccuracyTask::File(_) => crate::task::Source::with_external_paths(external_paths),
-            AccuracyTask::With(e) => crate::task::Source {
-                data: e.data.as_ref().map(|d| root.join(d)),
-                num_fewshot: e.num_fewshot,
-                metric: e.metric.clone(),
-                limit: e.limit,
-                max_delta_points: e.max_delta_points,
-                flip_alpha: e.flip_alpha,
-                max_flipped_points: e.max_flipped_points,
-                external_paths,
-            },
+            AccuracyTask::With(e) => {
+                crate::task::Source { data: e.data.as_ref().map(|d| root.join(d)), overrides: e.overrides.clone(), external_paths }
+            }
         }
     }
 }
