@@ -13,6 +13,7 @@ use common::{Scratch, copy_tree, run, write};
 use mobius_conformance::bootstrap::workspace_root;
 use mobius_conformance::trial::Status;
 use onnx_bytes::Model;
+use onnx_bytes::recipes::{rope_wrong_from, swap_past_kv};
 
 const CASE: &str = "qwen3-tiny";
 
@@ -41,41 +42,14 @@ fn broken_package() -> &'static PathBuf {
 }
 
 /// A copy of qwen3-tiny's cpu f32 build under `tag`, patched by `patch` (same-length byte patches, as the mutants).
-fn patched_package(tag: &str, patch: impl Fn(&mut Model)) -> PathBuf {
+fn patched_package(tag: &str, patch: impl Fn(&mut Model) -> Result<(), String>) -> PathBuf {
     let out = std::env::temp_dir().join(format!("mobius-package-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &out);
     let mut m = Model::read(&out.join("model.onnx")).unwrap();
-    patch(&mut m);
+    patch(&mut m).unwrap();
     m.write(&out).unwrap();
     out
-}
-
-/// The RoPE tables (`*cos_cache`, `*sin_cache`, one row per position) scaled by 1.01 from row `from` on: the model
-/// is exact before that position and wrong after it.
-fn rope_wrong_from(m: &mut Model, from: usize) {
-    let tables: Vec<String> = m
-        .graph
-        .initializers
-        .iter()
-        .filter(|t| t.name.ends_with("cos_cache") || t.name.ends_with("sin_cache"))
-        .map(|t| t.name.clone())
-        .collect();
-    assert!(!tables.is_empty(), "the export has RoPE tables");
-    for name in tables {
-        let cols = *m.tensor(&name).unwrap().dims.last().unwrap() as usize;
-        let mut v = m.f32s(&name).unwrap();
-        v[from * cols..].iter_mut().for_each(|x| *x *= 1.01);
-        m.set_f32s(&name, &v).unwrap();
-    }
-}
-
-/// Layer 0 reads its cached keys as values and its values as keys: a decode-only bug (a prefill's cache is empty).
-fn past_kv_swapped(m: &mut Model) {
-    let node = m.graph.nodes.iter().find(|n| n.inputs.iter().any(|i| i == "past_key_values.0.key")).expect("layer 0 attention");
-    let at = |name: &str| node.inputs.iter().position(|i| i == name).unwrap();
-    let (name, k, v) = (node.name.clone(), at("past_key_values.0.key"), at("past_key_values.0.value"));
-    m.swap_inputs(&name, k, v).unwrap();
 }
 
 /// Points every variant of a case's text at `package`.
@@ -298,7 +272,7 @@ fn l5_fails_at_the_first_step_whose_logits_leave_tolerance() {
 /// position 30", and positions 0 to 29 are exact.
 #[test]
 fn l4_names_the_prompt_position_where_a_late_bug_starts() {
-    let package = patched_package("rope-from-30", |m| rope_wrong_from(m, 30));
+    let package = patched_package("rope-from-30", |m| rope_wrong_from(m, 30).map(drop));
     let s = scratch("rope-from-30", pointing_at(package));
     let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::Fail, "{}", o.message);
@@ -319,9 +293,10 @@ fn l4_names_the_prompt_position_where_a_late_bug_starts() {
 #[test]
 fn a_decode_only_bug_passes_l4_and_fails_l5_at_the_step_it_starts() {
     let prompt = 57;
-    for (tag, patch) in
-        [("rope-from-prompt", (|m: &mut Model| rope_wrong_from(m, 57)) as fn(&mut Model)), ("past-kv-swapped", past_kv_swapped)]
-    {
+    for (tag, patch) in [
+        ("rope-from-prompt", (|m: &mut Model| rope_wrong_from(m, 57).map(drop)) as fn(&mut Model) -> Result<(), String>),
+        ("past-kv-swapped", |m: &mut Model| swap_past_kv(m, 0).map(drop)),
+    ] {
         let s = scratch(tag, pointing_at(patched_package(tag, patch)));
         let l4 = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
         assert_eq!(l4.status, Status::Pass, "{tag}: {}", l4.message);

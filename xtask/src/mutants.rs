@@ -18,6 +18,7 @@ use mobius_conformance::trial::{self, Finished, Suite, TrialKind, TrialSpec};
 use mobius_conformance::xfail::FailureKind;
 use serde_json::{Value, json};
 
+use onnx_bytes::recipes::{rope_wrong_from, swap_past_kv};
 use onnx_bytes::{Attr, INT64, Model};
 
 /// Which model file of a package a mutant patches.
@@ -363,47 +364,6 @@ fn scale_matmul_weight(m: &mut Model, fragment: &str, factor: f32) -> Result<Str
     let values: Vec<f32> = m.floats(&name)?.iter().map(|v| v * factor).collect();
     m.set_floats(&name, &values)?;
     Ok(format!("`{name}` ({} values) x{factor}", values.len()))
-}
-
-/// Layer `layer`'s attention node reads `past_key_values.<layer>.key` and `.value` swapped: a decode-only bug, since a
-/// prefill's cache is empty.
-fn swap_past_kv(m: &mut Model, layer: usize) -> Result<String, String> {
-    let (key, value) = (format!("past_key_values.{layer}.key"), format!("past_key_values.{layer}.value"));
-    let node = m
-        .graph
-        .nodes
-        .iter()
-        .find(|n| n.inputs.contains(&key) && n.inputs.contains(&value))
-        .ok_or_else(|| format!("{}: no node reads both `{key}` and `{value}`", m.path.display()))?;
-    let at = |name: &str| node.inputs.iter().position(|i| i == name).unwrap_or_default();
-    let (name, op, k, v) = (node.label().to_string(), node.op_type.clone(), at(&key), at(&value));
-    m.swap_inputs(&name, k, v)?;
-    Ok(format!("`{name}` ({op}) inputs {k} `{key}` and {v} `{value}` swapped"))
-}
-
-/// Every RoPE table (`*cos_cache`, `*sin_cache`: one row per position, float32 or float16) x1.01 from row `from` on.
-fn rope_wrong_from(m: &mut Model, from: usize) -> Result<String, String> {
-    let tables: Vec<String> = m
-        .graph
-        .initializers
-        .iter()
-        .filter(|t| t.name.ends_with("cos_cache") || t.name.ends_with("sin_cache"))
-        .map(|t| t.name.clone())
-        .collect();
-    if tables.is_empty() {
-        return Err(format!("{}: no `*cos_cache` / `*sin_cache` initializer", m.path.display()));
-    }
-    for name in &tables {
-        let t = m.tensor(name)?;
-        let [rows, cols] = t.dims[..] else { return Err(format!("`{name}` has shape {:?}, expected [positions, dim]", t.dims)) };
-        if from as i64 >= rows {
-            return Err(format!("`{name}` has {rows} positions; cannot change it from position {from}"));
-        }
-        let mut v = m.floats(name)?;
-        v[from * cols as usize..].iter_mut().for_each(|x| *x *= 1.01);
-        m.set_floats(name, &v)?;
-    }
-    Ok(format!("{} x1.01 from position {from} on", tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")))
 }
 
 /// Every byte of the packed 4-bit weight (MatMulNBits input 1) whose name contains `fragment`, through `f`.

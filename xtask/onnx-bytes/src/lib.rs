@@ -6,6 +6,8 @@
 //! data file named by `external_data`), an attribute's varint or fixed32, a node's `input` fields. Subgraphs (If,
 //! Loop) and model-local functions are not read: no mutant needs them.
 
+pub mod recipes;
+
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
