@@ -461,7 +461,7 @@ pub fn run(suite: &Suite, spec: &TrialSpec, device: Device) -> Outcome {
         }
         TrialKind::Accuracy { case, task, task_name, source, variant } => {
             let t = Trial { suite, name: &spec.name, case, modality: Modality::Text, variant, level: Level::Accuracy, device };
-            let outcome = t.run_accuracy(task, task_name, source).unwrap_or_else(|e| Outcome::fail(format!("{}: {e}", spec.name)));
+            let outcome = t.run_accuracy(task, task_name, source).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
             t.apply_xfail(outcome)
         }
     }

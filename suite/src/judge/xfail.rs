@@ -74,7 +74,7 @@ impl FailureKind {
             FailureKind::StepLogits => &[Level::L5],
             FailureKind::Accuracy => &[Level::Accuracy],
             FailureKind::Prompt => &[Level::Genai],
-            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai],
+            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy],
         }
     }
 }
