@@ -208,3 +208,20 @@ fn paths_stay_inside_the_suite_unless_marked_external() {
     assert!(parse(&external).is_ok());
     assert!(parse(&CASE.replace("package: \"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "package: \"hf://acme/m@main/{ep}\"")).is_ok());
 }
+
+/// A case's `tolerance:` may loosen the policy at most tenfold, the noise policy's multiples included: they bound L4
+/// at the last position and at every prompt position.
+#[test]
+fn a_case_cannot_switch_the_noise_policy_off() {
+    use mobius_conformance::tolerance::{Tolerance, check_loosening};
+    let base = Tolerance::builtin(Level::L4, Dtype::F32);
+    assert_eq!(check_loosening(&base, &Tolerance { noise_multiple_max: base.noise_multiple_max * 10.0, ..base }), Ok(()));
+    for (field, loose) in [
+        ("noise_multiple_p50", Tolerance { noise_multiple_p50: 1e9, ..base }),
+        ("noise_multiple_max", Tolerance { noise_multiple_max: 1e9, ..base }),
+        ("noise_dtype_scale", Tolerance { noise_dtype_scale: 8192.0, ..base }),
+    ] {
+        let e = check_loosening(&base, &loose).unwrap_err().to_string();
+        assert!(e.contains(&format!("field `tolerance.{field}`")) && e.contains("looser than 10x"), "{e}");
+    }
+}

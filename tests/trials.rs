@@ -42,14 +42,23 @@ fn broken_package() -> &'static PathBuf {
 }
 
 /// A copy of qwen3-tiny's cpu f32 build under `tag`, patched by `patch` (same-length byte patches, as the mutants).
-fn patched_package(tag: &str, patch: impl Fn(&mut Model) -> Result<(), String>) -> PathBuf {
-    let out = std::env::temp_dir().join(format!("mobius-package-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &out);
-    let mut m = Model::read(&out.join("model.onnx")).unwrap();
+/// A same-length patch of a package's model.
+type Patch = dyn Fn(&mut Model) -> Result<(), String>;
+
+/// The copy is removed when the returned folder is dropped.
+fn patched_package(tag: &str, patch: impl Fn(&mut Model) -> Result<(), String>) -> Scratch {
+    let out = Scratch::new(&format!("package-{tag}"));
+    copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &out.0);
+    let mut m = Model::read(&out.0.join("model.onnx")).unwrap();
     patch(&mut m).unwrap();
-    m.write(&out).unwrap();
+    m.write(&out.0).unwrap();
     out
+}
+
+/// How many tokens the case's prompt has (its golden's input ids).
+fn prompt_len() -> usize {
+    let golden = workspace_root().join(format!("goldens/causal-lm/{CASE}.json"));
+    mobius_conformance::golden::PrefillGolden::load(&golden).unwrap().input_ids.len()
 }
 
 /// Points every variant of a case's text at `package`.
@@ -268,21 +277,22 @@ fn l5_fails_at_the_first_step_whose_logits_leave_tolerance() {
     assert!((f.max_abs_diff.unwrap() - 0.05).abs() < 1e-3, "{:?}", f.max_abs_diff);
 }
 
-/// L4 judges every prompt position: a RoPE table wrong from position 30 on (the prompt has 57 tokens) fails L4 "from
+/// L4 judges every prompt position: a RoPE table wrong from position 30 on (inside the prompt) fails L4 "from
 /// position 30", and positions 0 to 29 are exact.
 #[test]
 fn l4_names_the_prompt_position_where_a_late_bug_starts() {
+    assert!(prompt_len() > 30, "the bug must start inside the prompt");
     let package = patched_package("rope-from-30", |m| rope_wrong_from(m, 30).map(drop));
-    let s = scratch("rope-from-30", pointing_at(package));
+    let s = scratch("rope-from-30", pointing_at(package.0.clone()));
     let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("prompt logits leave tolerance from position 30 on"), "{}", o.message);
-    assert!(o.message.contains("positions: 57 judged"), "{}", o.message);
+    assert!(o.message.contains(&format!("positions: {} judged", prompt_len())), "{}", o.message);
     let f = o.failure.expect("a failed verdict states its failure");
     assert_eq!((f.kind.name(), f.first_position), ("logits", Some(30)));
     let Some(mobius_conformance::report::detail::Detail::Prefill(d)) = o.detail.as_deref() else { panic!("an L4 detail") };
     let profile = d.positions.as_ref().expect("a per-position profile");
-    assert_eq!(profile.len, 57);
+    assert_eq!(profile.len, prompt_len());
     assert!(profile.values[..30].iter().all(|&d| d < 1e-4), "{:?}", &profile.values[..30]);
     assert!(profile.values[30..].iter().all(|&d| d > 1e-3), "{:?}", &profile.values[30..]);
 }
@@ -292,12 +302,13 @@ fn l4_names_the_prompt_position_where_a_late_bug_starts() {
 /// or not (layer 0 reading its cached keys and values swapped).
 #[test]
 fn a_decode_only_bug_passes_l4_and_fails_l5_at_the_step_it_starts() {
-    let prompt = 57;
-    for (tag, patch) in [
-        ("rope-from-prompt", (|m: &mut Model| rope_wrong_from(m, 57).map(drop)) as fn(&mut Model) -> Result<(), String>),
-        ("past-kv-swapped", |m: &mut Model| swap_past_kv(m, 0).map(drop)),
-    ] {
-        let s = scratch(tag, pointing_at(patched_package(tag, patch)));
+    let prompt = prompt_len();
+    let rope_past_prompt = move |m: &mut Model| rope_wrong_from(m, prompt).map(drop);
+    let kv_swapped = |m: &mut Model| swap_past_kv(m, 0).map(drop);
+    let patches: [(&str, &Patch); 2] = [("rope-from-prompt", &rope_past_prompt), ("past-kv-swapped", &kv_swapped)];
+    for (tag, patch) in patches {
+        let package = patched_package(tag, patch);
+        let s = scratch(tag, pointing_at(package.0.clone()));
         let l4 = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
         assert_eq!(l4.status, Status::Pass, "{tag}: {}", l4.message);
         assert!(l4.message.contains(&format!("positions: {prompt} judged (0 out of tolerance)")), "{tag}: {}", l4.message);

@@ -385,6 +385,10 @@ fn l4_over_every_position_names_the_first_position_out_of_tolerance() {
     // A missing position or a NaN is out of tolerance; a golden without positions is not judged.
     let p = judge_positions(&got[..3], &golden, &tol).unwrap();
     assert_eq!(p.per_position[3], f64::INFINITY);
+    let mut nan = got.clone();
+    nan[1].watched[0] = f32::NAN;
+    let p = judge_positions(&nan, &golden, &tol).unwrap();
+    assert_eq!((p.per_position[1], p.first_out.unwrap().position), (f64::INFINITY, 1));
     assert!(judge_positions(&[], &prefill_golden(&r), &tol).is_none());
 }
 

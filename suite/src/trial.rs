@@ -825,14 +825,19 @@ impl Trial<'_> {
                     None => r,
                 };
                 let d = detail::prefill(&r, &got, reference.as_deref());
+                // The largest difference L4 measured: the last position's, or an earlier position's when larger.
+                let max_abs = match (d.max_abs, r.positions.as_ref().map(|p| p.max_abs)) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
                 let failure = (r.verdict == Verdict::Fail).then(|| {
                     let first_position = r.positions.as_ref().and_then(|p| p.first_out).map(|o| o.position);
-                    Box::new(Failure { first_position, ..Failure::prefill(d.max_abs) })
+                    Box::new(Failure { first_position, ..Failure::prefill(max_abs) })
                 });
                 Ok(Outcome {
                     status: r.verdict.into(),
                     message: report::prefill(&ctx, &r),
-                    max_abs_diff: d.max_abs,
+                    max_abs_diff: max_abs,
                     first_divergence: None,
                     snapshot: None,
                     detail: Some(Box::new(Detail::Prefill(d))),

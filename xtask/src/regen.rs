@@ -593,7 +593,6 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
     Ok((lines, considered))
 }
 
-/// The loosest near-tie margin (L4 or L5) among the dtypes this job's golden judges, with that dtype.
 /// Every prompt position in brief (`position_*` tensors), as the golden stores it; empty for raw outputs from before
 /// the reference wrote them.
 fn read_positions(raw: &Path, tensors: &HashMap<String, RawTensor>, prompt: usize) -> Result<Vec<PositionTop>, String> {
@@ -636,6 +635,7 @@ fn read_positions(raw: &Path, tensors: &HashMap<String, RawTensor>, prompt: usiz
         .collect())
 }
 
+/// The loosest near-tie margin (L4 or L5) among the dtypes this job's golden judges, with that dtype.
 fn loosest_near_tie(suite: &Suite, job: &Job) -> Option<(f64, Dtype)> {
     let policy = suite.policy.as_ref().ok()?;
     let judged = job.case.variants(&suite.root).into_iter().map(|v| v.dtype).filter(|d| d.golden_suffix() == job.dtype.golden_suffix());

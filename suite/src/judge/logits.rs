@@ -164,6 +164,16 @@ mod tests {
     }
 
     #[test]
+    fn logsumexp_is_stable_and_nan_when_a_logit_is_not_finite() {
+        let lse = |v: &[f32]| logsumexp(v.iter().copied());
+        assert!((lse(&[0.0, 0.0]) - 2f64.ln()).abs() < 1e-12);
+        // Far past exp's range, still exact: 1000 + ln(1 + e^-1).
+        assert!((lse(&[1000.0, 999.0]) - (1000.0 + (1.0 + (-1f64).exp()).ln())).abs() < 1e-9);
+        assert!(lse(&[1.0, f32::NAN]).is_nan() && lse(&[1.0, f32::INFINITY]).is_nan() && lse(&[f32::NEG_INFINITY]).is_nan());
+        assert!(lse(&[]).is_nan());
+    }
+
+    #[test]
     fn spread_is_max_median_p99() {
         let d: Vec<f64> = (1..=200).map(f64::from).collect();
         assert_eq!(spread(&d), [200.0, 100.0, 198.0]);

@@ -56,7 +56,7 @@ impl Tolerance {
             Dtype::F32 => (NOISE_F32.0, NOISE_F32.1, NOISE_F32.2, 1.0),
             Dtype::Int4 => (NOISE_INT4.0, NOISE_INT4.1, NOISE_INT4.2, 1.0),
             Dtype::F16 => (NOISE_F16.0, NOISE_F16.1, NOISE_F16.2, 8192.0),
-            Dtype::Bf16 => (NOISE_F16.0, NOISE_F16.1, NOISE_F16.2, 65536.0),
+            Dtype::Bf16 => (NOISE_BF16.0, NOISE_BF16.1, NOISE_BF16.2, 65536.0),
         };
         Tolerance {
             atol,
@@ -118,6 +118,9 @@ impl fmt::Display for Tolerance {
 const NOISE_F32: (f64, f64, f64) = (200.0, 200.0, 250.0);
 const NOISE_INT4: (f64, f64, f64) = (200.0, 200.0, 250.0);
 const NOISE_F16: (f64, f64, f64) = (0.8, 0.8, 0.8);
+/// bf16 runs only on CUDA, and no clean bf16 export has been measured against this model yet: it keeps the f16
+/// model's first, wider limit until a GPU run measures it.
+const NOISE_BF16: (f64, f64, f64) = (4.0, 4.0, 4.0);
 
 /// Some of the numbers: a policy-file entry or a case's `tolerance:` block.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -305,6 +308,11 @@ pub fn check_loosening(policy: &Tolerance, case: &Tolerance) -> Result<()> {
     ratio("atol", policy.atol, case.atol)?;
     ratio("rtol", policy.rtol, case.rtol)?;
     ratio("near_tie_margin", policy.near_tie_margin, case.near_tie_margin)?;
+    // The noise policy's numbers bound L4 at the last position and at every prompt position: the same cap.
+    ratio("noise_multiple_p50", policy.noise_multiple_p50, case.noise_multiple_p50)?;
+    ratio("noise_multiple_p99", policy.noise_multiple_p99, case.noise_multiple_p99)?;
+    ratio("noise_multiple_max", policy.noise_multiple_max, case.noise_multiple_max)?;
+    ratio("noise_dtype_scale", policy.noise_dtype_scale, case.noise_dtype_scale)?;
     let floor = 1.0 - MAX_LOOSENING * (1.0 - policy.cosine_min);
     if case.cosine_min < floor {
         bail!(

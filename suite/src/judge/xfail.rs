@@ -98,8 +98,8 @@ impl<'de> Deserialize<'de> for FailureKind {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Failure {
     pub kind: FailureKind,
-    /// The largest |package - reference| logit difference the verdict measured (L4: the prompt's last position;
-    /// L5: over every teacher-forced step).
+    /// The largest |package - reference| logit difference the verdict measured (L4: over the last position's
+    /// vocabulary and every prompt position's stored logits; L5: over every teacher-forced step).
     pub max_abs_diff: Option<f64>,
     /// L5: the first diverging token (`tokens`) or the first step whose logits leave tolerance (`step_logits`).
     pub first_step: Option<usize>,
@@ -204,8 +204,10 @@ impl Expect {
         if matches!(kind, FailureKind::Tokens | FailureKind::StepLogits) && self.first_step.is_none() {
             return Err(format!("{at}.first_step` is missing: a `{kind}` failure states the step where it starts"));
         }
-        if self.first_position.is_some() && kind != FailureKind::Logits {
-            return Err(format!("{at}.first_position` is given, but only a `logits` failure (L4) has a prompt position"));
+        if self.first_position.is_some() && (kind != FailureKind::Logits || levels.contains(&Level::Genai)) {
+            return Err(format!(
+                "{at}.first_position` is given, but only L4's `logits` failure has a prompt position (genai judges the last one)"
+            ));
         }
         if let Some([lo, hi]) = self.max_abs_diff
             && !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi)
@@ -344,6 +346,15 @@ mod tests {
         assert!(why.contains("starts at step 2, not at the expected step 3"), "{why}");
         let why = e.mismatch(Some(&failure(FailureKind::StepLogits, None, Some(3)))).unwrap();
         assert!(why.contains("no max |diff|"), "{why}");
+
+        // L4's prompt position, when stated, must be the one the logits leave tolerance from.
+        let e = expect("{ failure: logits, max_abs_diff: [0.1, 1.0], first_position: 1 }");
+        let at = |p: Option<usize>| Failure { first_position: p, ..failure(FailureKind::Logits, Some(0.4), None) };
+        assert_eq!(e.mismatch(Some(&at(Some(1)))), None);
+        let why = e.mismatch(Some(&at(Some(30)))).unwrap();
+        assert!(why.contains("from prompt position 30, not from the expected position 1"), "{why}");
+        let why = e.mismatch(Some(&at(None))).unwrap();
+        assert!(why.contains("from prompt position none"), "{why}");
     }
 
     #[test]
@@ -372,5 +383,12 @@ mod tests {
         ];
         assert!(validate(&twice).unwrap_err().contains("`xfail[0]` and `xfail[1]` both name some trial"));
         assert_eq!(validate(&[entry(vec![Level::L5], Some("{ failure: tokens, first_step: 0 }"))]), Ok(()));
+        // Only L4 has prompt positions: genai's logits are its last position's.
+        let positioned = "{ failure: logits, max_abs_diff: [1, 2], first_position: 3 }";
+        assert_eq!(validate(&[entry(vec![Level::L4], Some(positioned))]), Ok(()));
+        let err = validate(&[entry(vec![Level::Genai], Some(positioned))]).unwrap_err();
+        assert!(err.contains("first_position` is given, but only L4"), "{err}");
+        let err = validate(&[entry(vec![Level::L5], Some("{ failure: tokens, first_step: 0, first_position: 3 }"))]).unwrap_err();
+        assert!(err.contains("first_position` is given"), "{err}");
     }
 }

@@ -106,11 +106,12 @@ impl<'de> Deserialize<'de> for AccuracyEntry {
         let mut text = |field: &'static str| match map.remove(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(D::Error::custom(format!("field `{field}` is {other}, expected a path"))),
+            Some(other) => Err(D::Error::custom(format!("field `{field}` is {other}, expected a string"))),
         };
         let task = text("task")?.ok_or_else(|| D::Error::missing_field("task"))?;
         let data = text("data")?;
-        let overrides = crate::task::Overrides::deserialize(Value::Object(map)).map_err(D::Error::custom)?;
+        let overrides =
+            crate::task::Overrides::deserialize(Value::Object(map)).map_err(|e| D::Error::custom(format!("{e}, or `task` or `data`")))?;
         Ok(AccuracyEntry { task, data, overrides })
     }
 }
@@ -250,7 +251,8 @@ impl Ep {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {
-    /// Prefill: last-position logits against the reference.
+    /// Prefill: the last position's logits over the vocabulary, and every prompt position's stored logits, against
+    /// the reference.
     L4,
     /// Greedy generation with the KV cache: tokens against the reference.
     L5,

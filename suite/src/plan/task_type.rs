@@ -1,6 +1,6 @@
 //! What the suite does with each of mobius' `task_type`s: run it, or say why not.
 //!
-//! The suite's levels judge a decoder-only language model: the last position's next-token logits (L4), the greedy
+//! The suite's levels judge a decoder-only language model: the prompt's next-token logits (L4), the greedy
 //! tokens with the KV cache (L5), and the package as onnxruntime-genai runs it. A model of another kind (an encoder, a
 //! classifier, an encoder-decoder, a drafter that needs its target's hidden states) would be judged as something it
 //! is not, so its trials skip and name the task type. A task type outside mobius' schema is an error in the case.

@@ -64,6 +64,8 @@ pub struct Prefill {
     /// max |diff| per prompt position, at the golden's stored ids and the position's logsumexp (goldens that store
     /// every position).
     pub positions: Option<Profile>,
+    /// Whether each position was bounded by the reference's own noise there (else by atol + rtol * |ref|).
+    pub positions_by_noise: bool,
 }
 
 /// L5: one greedy stream against the reference's.
@@ -133,6 +135,7 @@ pub fn prefill(r: &PrefillReport, got: &[f32], reference: Option<&[f32]>) -> Pre
         atol: r.tolerance.atol,
         vocab_profile,
         positions: r.positions.as_ref().map(|p| Profile::of(p.per_position.iter().copied())),
+        positions_by_noise: r.positions.as_ref().is_some_and(|p| p.by_noise),
     }
 }
 

@@ -807,6 +807,16 @@ fn read_last_rows(v: &DynValue, ty: Float, t: i64, rows: usize) -> Result<(Vec<f
     Ok((out, vocab))
 }
 
+/// The data of a `[1, t, vocab]` logits tensor, in place, and the vocabulary size; any other shape is an error.
+fn logits_rows<T: ort::value::PrimitiveTensorElementType>(v: &DynValue, t: i64) -> Result<(&[T], i64)> {
+    let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
+    let vocab = shape.last().copied().unwrap_or(0);
+    if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
+        bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
+    }
+    Ok((data, vocab))
+}
+
 /// Every row of a `[1, t, vocab]` float tensor in brief (`watch.len()` is `t`), read in place.
 fn sum_up_rows(v: &DynValue, ty: Float, watch: &[&[i64]]) -> Result<Vec<PositionLogits>> {
     fn rows<T: ort::value::PrimitiveTensorElementType + Copy>(
@@ -814,12 +824,7 @@ fn sum_up_rows(v: &DynValue, ty: Float, watch: &[&[i64]]) -> Result<Vec<Position
         watch: &[&[i64]],
         f: impl Fn(T) -> f32,
     ) -> Result<Vec<PositionLogits>> {
-        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
-        let t = watch.len() as i64;
-        let vocab = shape.last().copied().unwrap_or(0);
-        if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
-            bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
-        }
+        let (data, vocab) = logits_rows::<T>(v, watch.len() as i64)?;
         Ok(data
             .chunks_exact(vocab as usize)
             .zip(watch)
@@ -845,11 +850,7 @@ fn read_last_rows_into(v: &DynValue, ty: Float, t: i64, rows: usize, out: &mut V
         out: &mut Vec<f32>,
         f: impl Fn(T) -> f32,
     ) -> Result<usize> {
-        let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
-        let vocab = shape.last().copied().unwrap_or(0);
-        if shape.len() != 3 || shape[0] != 1 || shape[1] != t || vocab <= 0 || data.len() as i64 != t * vocab {
-            bail!("shape {:?}, expected [1, {t}, vocab]", shape.to_vec());
-        }
+        let (data, vocab) = logits_rows::<T>(v, t)?;
         out.clear();
         out.extend(data[data.len() - rows * vocab as usize..].iter().map(|&x| f(x)));
         Ok(vocab as usize)

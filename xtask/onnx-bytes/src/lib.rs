@@ -3,8 +3,9 @@
 //!
 //! The reader walks ModelProto -> GraphProto -> NodeProto / TensorProto / AttributeProto and keeps, for each thing a
 //! patch may touch, its byte range: an initializer's data (`raw_data`, packed `float_data`, or a range of an external
-//! data file named by `external_data`), an attribute's varint or fixed32, a node's `input` fields. Subgraphs (If,
-//! Loop) and model-local functions are not read: no mutant needs them.
+//! data file named by `external_data`; float32, float16, uint8 and int64), an attribute's varint or fixed32, a node's
+//! `input` fields and its `op_type`. Subgraphs (If, Loop) and model-local functions are not read: no mutant needs
+//! them. [`recipes`] holds the bugs themselves, shared by `cargo xtask mutants` and the suite's tests.
 
 pub mod recipes;
 
@@ -778,6 +779,46 @@ mod tests {
         std::fs::write(dir.join("m.data"), [vec![0xAA; 8], f32_bytes(&[4.0, 5.0, 6.0])].concat()).unwrap();
         let m = Model::read(&dir.join("m.onnx")).unwrap();
         (dir, m)
+    }
+
+    /// A float16 `h` [3], a uint8 `q` [2] and a MatMul node to rename.
+    fn half_model(tag: &str) -> (PathBuf, Model) {
+        let halves: Vec<u8> = [1.0f32, 2.0, 0.1].iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
+        let h = [len(TENSOR_NAME, b"h"), int(TENSOR_DIMS, 3), int(TENSOR_DATA_TYPE, 10), len(TENSOR_RAW_DATA, &halves)].concat();
+        let q = [len(TENSOR_NAME, b"q"), int(TENSOR_DIMS, 2), int(TENSOR_DATA_TYPE, 2), len(TENSOR_RAW_DATA, &[0x12, 0xf0])].concat();
+        let mm =
+            [len(NODE_INPUT, b"x"), len(NODE_INPUT, b"h"), len(NODE_OUTPUT, b"y"), len(NODE_NAME, b"mm"), len(NODE_OP_TYPE, b"MatMul")]
+                .concat();
+        let graph = [len(GRAPH_NODE, &mm), len(GRAPH_INITIALIZER, &h), len(GRAPH_INITIALIZER, &q)].concat();
+        let dir = std::env::temp_dir().join(format!("mobius-onnx-bytes-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("h.onnx"), [int(1, 10), len(MODEL_GRAPH, &graph)].concat()).unwrap();
+        let m = Model::read(&dir.join("h.onnx")).unwrap();
+        (dir, m)
+    }
+
+    #[test]
+    fn patches_float16_and_uint8_tensors_and_renames_an_operator_in_place() {
+        let (dir, mut m) = half_model("half");
+        let size = m.bytes.len();
+        assert_eq!(m.floats("h").unwrap(), [1.0, 2.0, half::f16::from_f32(0.1).to_f32()]);
+        // x1.01 rounds to the nearest float16: 1.01 -> 1.0097656, 2.02 -> 2.0195312.
+        let scaled: Vec<f32> = m.floats("h").unwrap().iter().map(|v| v * 1.01).collect();
+        m.set_floats("h", &scaled).unwrap();
+        let got = m.floats("h").unwrap();
+        assert_eq!(got[..2], [1.0097656, 2.0195312]);
+        assert!(m.set_floats("h", &[1.0]).unwrap_err().contains("cannot take 1 float16 values"));
+        assert_eq!(m.u8s("q").unwrap(), [0x12, 0xf0]);
+        m.set_u8s("q", &[0x21, 0x0f]).unwrap();
+        assert_eq!(m.u8s("q").unwrap(), [0x21, 0x0f]);
+        assert!(m.u8s("h").unwrap_err().contains("expected uint8"));
+        assert_eq!(m.set_op_type("mm", "MatMux").unwrap(), "MatMul");
+        assert_eq!(m.graph.nodes[0].op_type, "MatMux");
+        let e = m.set_op_type("mm", "Gemm").unwrap_err();
+        assert!(e.contains("h.onnx") && e.contains("changes its length"), "{e}");
+        assert_eq!(m.bytes.len(), size, "every patch keeps the file's length");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -33,9 +33,11 @@ pub fn rope_wrong_from(m: &mut Model, from: usize) -> Result<String, String> {
     }
     for name in &tables {
         let t = m.tensor(name)?;
-        let [rows, cols] = t.dims[..] else { return Err(format!("`{name}` has shape {:?}, expected [positions, dim]", t.dims)) };
+        let [rows, cols] = t.dims[..] else {
+            return Err(format!("{}: `{name}` has shape {:?}, expected [positions, dim]", m.path.display(), t.dims));
+        };
         if from as i64 >= rows {
-            return Err(format!("`{name}` has {rows} positions; cannot change it from position {from}"));
+            return Err(format!("{}: `{name}` has {rows} positions; cannot change it from position {from}", m.path.display()));
         }
         let mut v = m.floats(name)?;
         v[from * cols as usize..].iter_mut().for_each(|x| *x *= 1.01);
