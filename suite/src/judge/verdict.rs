@@ -45,16 +45,19 @@ pub struct NoiseJudgement {
 
 pub const STATS: [&str; 3] = ["p50", "p99", "max"];
 
+/// Half an ulp of float32 at `largest`: the finest error float32 can express at that scale, the least a noise floor is.
+fn half_ulp(largest: f64) -> f64 {
+    largest * f64::from(f32::EPSILON) / 2.0
+}
+
 /// Judges `got` against `want` in multiples of the reference's noise.
 pub fn judge_noise(got: &[f32], want: &[f32], noise: &Noise, tol: &Tolerance) -> NoiseJudgement {
     let d: Vec<f64> = got.iter().zip(want).map(|(&g, &w)| (g as f64 - w as f64).abs()).collect();
     let [max, p50, p99] = crate::logits::spread(&d);
     let diff = [p50, p99, max];
-    // Half an ulp of the largest reference logit: the finest error float32 can express at that scale.
     let largest = want.iter().fold(0.0f64, |m, &w| if w.is_finite() { m.max((w as f64).abs()) } else { m });
-    let half_ulp = largest * f64::from(f32::EPSILON) / 2.0;
     let noise = [noise.p50.0, noise.p99.0, noise.max.0];
-    let floor = noise.map(|n| n.max(half_ulp).max(f64::MIN_POSITIVE) * tol.noise_dtype_scale);
+    let floor = noise.map(|n| n.max(half_ulp(largest)).max(f64::MIN_POSITIVE) * tol.noise_dtype_scale);
     let limit = [tol.noise_multiple_p50, tol.noise_multiple_p99, tol.noise_multiple_max];
     let multiple = [0, 1, 2].map(|i| diff[i] / floor[i]);
     let score = (0..3).map(|i| if limit[i] > 0.0 { multiple[i] / limit[i] } else { f64::INFINITY }).fold(0.0, f64::max);
@@ -259,42 +262,37 @@ pub fn judge_positions(got: &[crate::runtime::PositionLogits], golden: &PrefillG
         return None;
     }
     let by_noise = golden.reference_noise.is_some() && golden.positions.iter().all(|p| p.noise.is_some());
-    let mut r = Positions { per_position: Vec::new(), max_abs: 0.0, max_at: 0, first_out: None, positions_out: 0, by_noise };
-    for (position, want) in golden.positions.iter().enumerate() {
+    let rows = golden.positions.iter().enumerate().map(|(position, want)| {
         let pkg = got.get(position);
         let largest = want.logits.iter().map(|h| h.0.abs()).fold(want.logsumexp.0.abs(), f64::max);
-        let noise_bound = want.noise.filter(|_| by_noise).map(|n| {
-            let half_ulp = largest * f64::from(f32::EPSILON) / 2.0;
-            tol.noise_multiple_max * tol.noise_dtype_scale * n.0.max(half_ulp).max(f64::MIN_POSITIVE)
-        });
-        let numbers = want
-            .ids
+        let noise_bound = want
+            .noise
+            .filter(|_| by_noise)
+            .map(|n| tol.noise_multiple_max * tol.noise_dtype_scale * n.0.max(half_ulp(largest)).max(f64::MIN_POSITIVE));
+        let bound = move |w: f64| noise_bound.unwrap_or(tol.atol + tol.rtol * w.abs());
+        want.ids
             .iter()
             .zip(&want.logits)
             .enumerate()
-            .map(|(k, (&id, w))| (Some(id), w.0, pkg.and_then(|p| p.watched.get(k)).map_or(f64::NAN, |&g| g as f64)))
-            .chain(std::iter::once((None, want.logsumexp.0, pkg.map_or(f64::NAN, |p| p.logsumexp))));
-        let mut worst = 0.0f64;
-        let mut out: Option<PositionViolation> = None;
-        for (id, w, g) in numbers {
-            let d = (g - w).abs();
-            let d = if d.is_nan() { f64::INFINITY } else { d };
-            let bound = noise_bound.unwrap_or(tol.atol + tol.rtol * w.abs());
-            worst = worst.max(d);
-            if d > bound && out.is_none_or(|o| d > (o.package - o.reference).abs()) {
-                out = Some(PositionViolation { position, id, reference: w, package: g, bound });
-            }
-        }
-        r.per_position.push(worst);
-        if worst > r.max_abs {
-            (r.max_abs, r.max_at) = (worst, position);
-        }
-        if let Some(o) = out {
-            r.positions_out += 1;
-            r.first_out.get_or_insert(o);
-        }
-    }
-    Some(r)
+            .map(move |(k, (&id, w))| (Some(id), w.0, pkg.and_then(|p| p.watched.get(k)).map_or(f64::NAN, |&g| g as f64)))
+            .chain(std::iter::once((None, want.logsumexp.0, pkg.map_or(f64::NAN, |p| p.logsumexp))))
+            .map(move |(id, w, g)| (id, w, g, bound(w)))
+    });
+    let r = judge_rows(rows);
+    Some(Positions {
+        per_position: r.per_row,
+        max_abs: r.max_abs,
+        max_at: r.max_at,
+        first_out: r.first_out.map(|o| PositionViolation {
+            position: o.row,
+            id: o.what,
+            reference: o.reference,
+            package: o.package,
+            bound: o.bound,
+        }),
+        positions_out: r.rows_out,
+        by_noise,
+    })
 }
 
 /// Folds the every-position judgement into an L4 report: a position out of tolerance fails the trial, and the reason
@@ -542,32 +540,75 @@ pub fn judge_step_logits(got: &[Vec<f32>], golden: &GenerationGolden, tol: &Tole
     if golden.steps.is_empty() {
         return None;
     }
-    let mut s = StepLogits { per_step: Vec::new(), max_abs: 0.0, max_at: 0, first_out: None, steps_out: 0 };
-    for (step, want) in golden.steps.iter().enumerate() {
+    let rows = golden.steps.iter().enumerate().map(|(step, want)| {
         let pkg = got.get(step).map_or(&[][..], Vec::as_slice);
+        want.ids
+            .iter()
+            .zip(&want.logits)
+            .enumerate()
+            .map(move |(k, (&id, w))| (id, w.0, pkg.get(k).map_or(f64::NAN, |&g| g as f64), tol.atol + tol.rtol * w.0.abs()))
+    });
+    let r = judge_rows(rows);
+    Some(StepLogits {
+        per_step: r.per_row,
+        max_abs: r.max_abs,
+        max_at: r.max_at,
+        first_out: r.first_out.map(|o| StepViolation {
+            step: o.row,
+            id: o.what,
+            reference: o.reference,
+            package: o.package,
+            bound: o.bound,
+        }),
+        steps_out: r.rows_out,
+    })
+}
+
+/// The worst number of a row past its bound.
+struct RowViolation<K> {
+    row: usize,
+    /// Which number of the row (a token id; for a position, `None` is its logsumexp).
+    what: K,
+    reference: f64,
+    package: f64,
+    bound: f64,
+}
+
+/// Rows of stored reference numbers against the package's (decode steps, prompt positions).
+struct Rows<K> {
+    per_row: Vec<f64>,
+    max_abs: f64,
+    max_at: usize,
+    first_out: Option<RowViolation<K>>,
+    rows_out: usize,
+}
+
+/// Judges rows of `(what, reference, package, bound)`: per row its max |package - reference| and its worst number
+/// past `bound`; over the rows the largest, where, the first row out and how many are out. A NaN (a missing number,
+/// a non-finite logit) counts as infinite: out of tolerance, and the largest diff.
+fn judge_rows<K: Copy, R: Iterator<Item = (K, f64, f64, f64)>>(rows: impl Iterator<Item = R>) -> Rows<K> {
+    let mut r = Rows { per_row: Vec::new(), max_abs: 0.0, max_at: 0, first_out: None, rows_out: 0 };
+    for (row, numbers) in rows.enumerate() {
         let mut worst = 0.0f64;
-        let mut out: Option<StepViolation> = None;
-        for (k, (&id, w)) in want.ids.iter().zip(&want.logits).enumerate() {
-            let g = pkg.get(k).map_or(f64::NAN, |&g| g as f64);
-            let d = (g - w.0).abs();
-            let bound = tol.atol + tol.rtol * w.0.abs();
-            // NaN (a missing step or id, a non-finite logit) counts as out of tolerance and as the largest diff.
+        let mut out: Option<RowViolation<K>> = None;
+        for (what, reference, package, bound) in numbers {
+            let d = (package - reference).abs();
             let d = if d.is_nan() { f64::INFINITY } else { d };
             worst = worst.max(d);
-            if d > bound && out.is_none_or(|o| d > (o.package - o.reference).abs()) {
-                out = Some(StepViolation { step, id, reference: w.0, package: g, bound });
+            if d > bound && out.as_ref().is_none_or(|o| d > (o.package - o.reference).abs()) {
+                out = Some(RowViolation { row, what, reference, package, bound });
             }
         }
-        s.per_step.push(worst);
-        if worst > s.max_abs {
-            (s.max_abs, s.max_at) = (worst, step);
+        r.per_row.push(worst);
+        if worst > r.max_abs {
+            (r.max_abs, r.max_at) = (worst, row);
         }
         if let Some(o) = out {
-            s.steps_out += 1;
-            s.first_out.get_or_insert(o);
+            r.rows_out += 1;
+            r.first_out.get_or_insert(o);
         }
     }
-    Some(s)
+    r
 }
 
 /// Folds the step-logits judgement into an L5 report: logits out of tolerance at any step fail the trial, whatever
