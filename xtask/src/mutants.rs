@@ -384,18 +384,25 @@ fn scale_matmul_weight(m: &mut Model, fragment: &str, factor: f32) -> Result<Str
     Ok(format!("`{name}` ({} values) x{factor}", values.len()))
 }
 
-/// Every byte of the packed 4-bit weight (MatMulNBits input 1) whose name contains `fragment`, through `f`.
-fn map_nbits_codes(m: &mut Model, fragment: &str, what: &str, f: fn(u8) -> u8) -> Result<String, String> {
+/// Input `index` (1: the packed 4-bit weight, 2: its block scales) of the one MatMulNBits whose weight is named like
+/// `fragment`.
+fn nbits_input(m: &Model, fragment: &str, index: usize) -> Result<String, String> {
     let found: BTreeSet<String> = m
         .graph
         .nodes
         .iter()
-        .filter(|n| n.op_type == "MatMulNBits")
-        .filter_map(|n| n.inputs.get(1).filter(|w| w.contains(fragment)).cloned())
+        .filter(|n| n.op_type == "MatMulNBits" && n.inputs.get(1).is_some_and(|w| w.contains(fragment)))
+        .filter_map(|n| n.inputs.get(index).cloned())
         .collect();
-    let [weight] = found.into_iter().collect::<Vec<_>>().try_into().map_err(|found: Vec<String>| {
-        format!("{}: expected one MatMulNBits weight named like `{fragment}`, found {found:?}", m.path.display())
+    let [one] = found.into_iter().collect::<Vec<_>>().try_into().map_err(|found: Vec<String>| {
+        format!("{}: expected one MatMulNBits weight named like `{fragment}`, found input {index} {found:?}", m.path.display())
     })?;
+    Ok(one)
+}
+
+/// Every byte of the packed 4-bit weight (MatMulNBits input 1) whose name contains `fragment`, through `f`.
+fn map_nbits_codes(m: &mut Model, fragment: &str, what: &str, f: fn(u8) -> u8) -> Result<String, String> {
+    let weight = nbits_input(m, fragment, 1)?;
     let codes: Vec<u8> = m.u8s(&weight)?.into_iter().map(f).collect();
     m.set_u8s(&weight, &codes)?;
     Ok(format!("`{weight}` ({} bytes): {what}", codes.len()))
@@ -411,16 +418,7 @@ fn unknown_operator(m: &mut Model, op: &str, unknown: &str) -> Result<String, St
 
 /// The float32 block scales of the MatMulNBits whose quantized weight is named like `fragment`, times `factor`.
 fn scale_nbits_scales(m: &mut Model, fragment: &str, factor: f32) -> Result<String, String> {
-    let found: BTreeSet<String> = m
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| n.op_type == "MatMulNBits" && n.inputs.get(1).is_some_and(|w| w.contains(fragment)))
-        .filter_map(|n| n.inputs.get(2).cloned())
-        .collect();
-    let [scales] = found.into_iter().collect::<Vec<_>>().try_into().map_err(|found: Vec<String>| {
-        format!("{}: expected one MatMulNBits weight named like `{fragment}`, found scales {found:?}", m.path.display())
-    })?;
+    let scales = nbits_input(m, fragment, 2)?;
     let values: Vec<f32> = m.f32s(&scales)?.iter().map(|v| v * factor).collect();
     m.set_f32s(&scales, &values)?;
     Ok(format!("`{scales}` ({} block scales) x{factor}", values.len()))

@@ -422,6 +422,20 @@ fn read_raw(path: &Path) -> Result<RawRun, String> {
     Ok(RawRun { tensors, meta: meta.metadata().clone().unwrap_or_default() })
 }
 
+/// A raw output's tensor `name` (shape and bytes), which must be there with `dtype`; errors name the file.
+fn raw_tensor<'a>(
+    raw: &Path,
+    tensors: &'a HashMap<String, RawTensor>,
+    name: &str,
+    dtype: safetensors::Dtype,
+) -> Result<(&'a [usize], &'a [u8]), String> {
+    let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", raw.display()))?;
+    if t.dtype != dtype {
+        return Err(format!("{}: tensor `{name}` is {:?}, expected {dtype:?}", raw.display(), t.dtype));
+    }
+    Ok((&t.shape, &t.data))
+}
+
 fn i64s(b: &[u8]) -> Vec<i64> {
     b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
 }
@@ -438,13 +452,7 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 /// goldens it made or compared.
 fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Vec<Margin>) -> Result<(Vec<String>, usize), String> {
     let RawRun { tensors, meta } = read_raw(&job.raw)?;
-    let get = |name: &str, dtype: safetensors::Dtype| {
-        let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", job.raw.display()))?;
-        if t.dtype != dtype {
-            return Err(format!("{}: tensor `{name}` is {:?}, expected {dtype:?}", job.raw.display(), t.dtype));
-        }
-        Ok((t.shape.clone(), t.data.as_slice()))
-    };
+    let get = |name: &str, dtype: safetensors::Dtype| raw_tensor(&job.raw, &tensors, name, dtype);
     use safetensors::Dtype::{F32, I64};
     let input_ids = i64s(get("input_ids", I64)?.1);
     if let Some(ids) = &job.ids
@@ -596,13 +604,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
 /// Every prompt position in brief (`position_*` tensors), as the golden stores it; empty for raw outputs from before
 /// the reference wrote them.
 fn read_positions(raw: &Path, tensors: &HashMap<String, RawTensor>, prompt: usize) -> Result<Vec<PositionTop>, String> {
-    let get = |name: &str, dtype: safetensors::Dtype| {
-        let t = tensors.get(name).ok_or_else(|| format!("{}: tensor `{name}` missing", raw.display()))?;
-        if t.dtype != dtype {
-            return Err(format!("{}: tensor `{name}` is {:?}, expected {dtype:?}", raw.display(), t.dtype));
-        }
-        Ok((t.shape.clone(), t.data.as_slice()))
-    };
+    let get = |name: &str, dtype: safetensors::Dtype| raw_tensor(raw, tensors, name, dtype);
     use safetensors::Dtype::{F32, F64, I64};
     if !tensors.contains_key("position_top_ids") {
         return Ok(Vec::new());
