@@ -20,31 +20,29 @@ const CASE: &str = "qwen3-tiny";
 /// qwen3-tiny's cpu build with KV heads 0 and 1 of layer 0's K projection swapped, a bug class that shipped: made
 /// once per process by a same-length patch of the exported weights, as `cargo xtask mutants` makes its mutants.
 fn broken_package() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("mobius-trials-kv-swap-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &out);
-        let mut m = Model::read(&out.join("model.onnx")).unwrap();
-        let name = m.graph.initializers.iter().find(|t| t.name.contains("layers.0.self_attn.k_proj")).expect("k_proj weight").name.clone();
-        let cols = m.tensor(&name).unwrap().dims[1] as usize;
-        let head = 16;
-        assert_eq!(cols, 2 * head, "[hidden, 2 kv heads x 16]");
-        let mut w = m.f32s(&name).unwrap();
-        for row in w.chunks_exact_mut(cols) {
-            let (h0, h1) = row.split_at_mut(head);
-            h0.swap_with_slice(&mut h1[..head]);
-        }
-        m.set_f32s(&name, &w).unwrap();
-        m.write(&out).unwrap();
-        out
+    static DIR: OnceLock<Scratch> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        patched_package("kv-swap", |m: &mut Model| {
+            let name =
+                m.graph.initializers.iter().find(|t| t.name.contains("layers.0.self_attn.k_proj")).expect("k_proj weight").name.clone();
+            let cols = m.tensor(&name)?.dims[1] as usize;
+            let head = 16;
+            assert_eq!(cols, 2 * head, "[hidden, 2 kv heads x 16]");
+            let mut w = m.f32s(&name)?;
+            for row in w.chunks_exact_mut(cols) {
+                let (h0, h1) = row.split_at_mut(head);
+                h0.swap_with_slice(&mut h1[..head]);
+            }
+            m.set_f32s(&name, &w)
+        })
     })
+    .0
 }
 
-/// A copy of qwen3-tiny's cpu f32 build under `tag`, patched by `patch` (same-length byte patches, as the mutants).
 /// A same-length patch of a package's model.
 type Patch = dyn Fn(&mut Model) -> Result<(), String>;
 
+/// A copy of qwen3-tiny's cpu f32 build under `tag`, patched by `patch` (same-length byte patches, as the mutants).
 /// The copy is removed when the returned folder is dropped.
 fn patched_package(tag: &str, patch: impl Fn(&mut Model) -> Result<(), String>) -> Scratch {
     let out = Scratch::new(&format!("package-{tag}"));
