@@ -324,3 +324,26 @@ fn a_decode_only_bug_passes_l4_and_fails_l5_at_the_step_it_starts() {
         }
     }
 }
+
+/// NaN logits are the package's own failure (`non_finite`), and L4 names the first prompt position without a number.
+/// Here the RoPE tables hold NaN from row 30 on; ONNX Runtime's attention scores every key before it masks the later
+/// ones, and NaN survives the mask, so even position 0 computes no number (measured on this package).
+#[test]
+fn non_finite_logits_name_the_first_prompt_position() {
+    let nan_from_30 = |m: &mut Model| {
+        for name in ["model.rotary_emb.cos_cache", "model.rotary_emb.sin_cache"] {
+            let cols = *m.tensor(name)?.dims.last().unwrap() as usize;
+            let mut v = m.f32s(name)?;
+            v[30 * cols..].iter_mut().for_each(|x| *x = f32::NAN);
+            m.set_f32s(name, &v)?;
+        }
+        Ok(())
+    };
+    let package = patched_package("nan-from-30", nan_from_30);
+    let s = scratch("nan-from-30", pointing_at(package.0.clone()));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    let at = format!("logits at prompt position 0 of {} are not all finite", prompt_len());
+    assert!(o.message.contains(&at), "{}", o.message);
+    assert_eq!(o.failure.expect("NaN logits are a measured failure").kind.name(), "non_finite");
+}

@@ -96,9 +96,9 @@ pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>
 /// its logsumexp.
 pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &[&[i64]]) -> Result<(Vec<f32>, Vec<PositionLogits>)> {
     let (out, positions) = decoder.prefill_positions(front.input(ids, true)?, watch)?;
-    check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
     // A logsumexp is NaN when any logit of its row is (a fully masked row, an overflow): the package computed no
-    // number there, which is its own failure, not a difference.
+    // number there, which is its own failure, not a difference. The first such position is where it starts (a NaN
+    // at one position reaches every later one through attention).
     if let Some(p) = positions.iter().position(|p| !p.logsumexp.is_finite() || p.watched.iter().any(|x| !x.is_finite())) {
         return Err(crate::Error::non_finite(format!(
             "{}: logits at prompt position {p} of {} are not all finite (logsumexp {})",
@@ -107,6 +107,7 @@ pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &
             positions[p].logsumexp
         )));
     }
+    check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
     Ok((out.logits, positions))
 }
 
