@@ -101,7 +101,7 @@ pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &
     // at one position reaches every later one through attention).
     if let Some(p) = positions.iter().position(|p| !p.logsumexp.is_finite() || p.watched.iter().any(|x| !x.is_finite())) {
         return Err(crate::Error::non_finite(format!(
-            "{}: logits at prompt position {p} of {} are not all finite (logsumexp {})",
+            "{}: logits at prompt position {p} of {} contain non-finite values (logsumexp {})",
             decoder.model.display(),
             positions.len(),
             positions[p].logsumexp
