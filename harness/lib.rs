@@ -7,12 +7,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Status, Suite};
+use mobius_conformance::context::RunContext;
+use mobius_conformance::outcome::Status;
+use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::trial;
 
 /// The suite root: `MOBIUS_SUITE_ROOT`, else the repository this harness was built in.
 pub fn suite_root() -> PathBuf {
-    std::env::var_os("MOBIUS_SUITE_ROOT").map(PathBuf::from).unwrap_or_else(mobius_conformance::bootstrap::workspace_root)
+    std::env::var_os("MOBIUS_SUITE_ROOT").map(PathBuf::from).unwrap_or_else(mobius_conformance::paths::workspace_root)
 }
 
 /// Refuses a run that would hang or run nothing: `--test-threads 0` (libtest-mimic would wait for workers it never
@@ -28,19 +30,19 @@ pub fn check(args: &Arguments, root: &std::path::Path) -> Result<(), String> {
     Suite::open(root).check(&setting).map_err(|e| e.to_string())
 }
 
-/// Every trial of the suite at `root`, for the device named by the environment.
+/// Every trial of the suite at `root`, under the settings the environment gives (read once, here).
 pub fn trials(root: &std::path::Path) -> Vec<Trial> {
     let suite = Arc::new(Suite::open(root));
-    let device = Device::from_env();
+    let ctx = RunContext::from_env();
     suite
         .plan()
         .into_iter()
         .map(|spec| {
             let suite = suite.clone();
-            let device = device.clone();
+            let ctx = ctx.clone();
             Trial::ignorable_test(spec.name.clone(), move || {
-                let device = device.map_err(|e| Failed::from(format!("{}: {e}", spec.name)))?;
-                let outcome = trial::run(&suite, &spec, device);
+                let ctx = ctx.map_err(|e| Failed::from(format!("{}: {e}", spec.name)))?;
+                let outcome = trial::run(&suite, &spec, &ctx);
                 match outcome.status {
                     Status::Pass => Ok(Completion::Completed),
                     // Passes a person should still see.
@@ -66,7 +68,7 @@ mod tests {
 
     #[test]
     fn zero_test_threads_is_refused_naming_the_setting() {
-        let root = mobius_conformance::bootstrap::workspace_root();
+        let root = mobius_conformance::paths::workspace_root();
         let e = check(&args(&["--test-threads", "0"]), &root).unwrap_err();
         assert!(e.contains("--test-threads 0"), "{e}");
         check(&args(&["--test-threads", "1"]), &root).expect("one thread is fine");

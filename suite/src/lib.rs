@@ -1,23 +1,35 @@
 //! mobius-conformance: golden/parity conformance for ONNX exports of language and multimodal models.
 //!
-//! Data flows one way, and the source is grouped by stage: [`plan`] (what to run: cases, their discovery, where
-//! packages are) -> [`feed`] (inputs, tokenizers, package configs) -> [`run`] (ONNX Runtime and onnxruntime-genai
-//! sessions, prefill and greedy generation) -> [`judge`] (goldens, tolerances, verdicts, expected failures) and
-//! [`accuracy`] (the lm-eval style gate) -> [`report`]; [`trial`] strings them together for one
-//! `<case>/<modality>/<ep>/<dtype>/<level>` trial. Each module is also re-exported at the crate root
-//! (`mobius_conformance::verdict`), the paths callers use.
+//! Data flows one way, and the source is grouped by stage: [`plan`] (what to run: the suite root, cases, their
+//! discovery and the trial plan, where packages are) -> [`feed`] (inputs, tokenizers, package configs) -> [`run`]
+//! (ONNX Runtime and onnxruntime-genai sessions, prefill and greedy generation) -> [`judge`] (goldens, tolerances,
+//! verdicts, expected failures) and [`accuracy`] (the lm-eval style gate) -> [`report`]; [`trial`] strings them
+//! together for one `<case>/<modality>/<ep>/<dtype>/<level>` trial.
+//!
+//! The leaves any stage may import: [`vocab`] (dtypes, EPs, levels, modalities, trial ids), [`numeric`] (logits
+//! arithmetic), [`outcome`] (how a trial ended), [`paths`] (the suite root's confinement and
+//! the paths messages show), [`context`] (the run's settings, read from the environment once by
+//! the harness and xtask) and [`error`]. There are no flat re-exports: a path names its stage
+//! (`mobius_conformance::judge::verdict`), and `tests/tidy.rs` checks which stage may import which.
 
+pub mod context;
 pub mod error;
+pub mod numeric;
+pub mod outcome;
+pub mod paths;
+pub mod vocab;
+
 pub mod report;
 pub mod trial;
 
-/// What to run: case files, the trial plan, mobius' corpus, package locations and the paths a case may name.
+/// What to run: the suite root, case files, the trial plan, mobius' corpus, package locations and the paths a case
+/// may name.
 pub mod plan {
     pub mod case;
     pub mod corpus;
     pub mod discovery;
     pub mod hub;
-    pub mod paths;
+    pub mod suite;
     pub mod task_type;
 }
 
@@ -39,12 +51,14 @@ pub mod run {
     pub mod sessions;
 }
 
-/// Judging outputs: the goldens, the tolerance policy, the verdicts and the expected failures.
+/// Judging outputs: the goldens, the tolerance policy, the verdicts, the numbers behind them, and the expected
+/// failures.
 pub mod judge {
+    pub mod component;
+    pub mod detail;
     pub mod genai_level;
     pub mod golden;
     pub mod hexfloat;
-    pub mod logits;
     pub mod tolerance;
     pub mod verdict;
     pub mod xfail;
@@ -59,10 +73,4 @@ pub mod accuracy {
     pub mod task;
 }
 
-pub use accuracy::{eval, gate, lmeval, scoring, task};
 pub use error::{Error, Result};
-pub use feed::{inputs, package, tokenizer};
-pub use judge::{genai_level, golden, hexfloat, logits, tolerance, verdict, xfail};
-pub use plan::{case, corpus, discovery, hub, paths, task_type};
-pub use report::snapshot;
-pub use run::{bootstrap, genai, generate, pipeline, runtime, sessions};

@@ -6,13 +6,14 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::case::Case;
-use mobius_conformance::gate::{self, Baseline, BaselineItem, Scored};
-use mobius_conformance::golden::{self, Hex};
-use mobius_conformance::scoring;
-use mobius_conformance::task::{self, Item, ItemKind, Metric, OutputType, Task};
-use mobius_conformance::tokenizer::TextTokenizer;
-use mobius_conformance::trial::{Suite, relative};
+use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem, Scored};
+use mobius_conformance::accuracy::scoring;
+use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, OutputType, Task};
+use mobius_conformance::feed::tokenizer::TextTokenizer;
+use mobius_conformance::judge::golden::{self, Hex};
+use mobius_conformance::paths::relative;
+use mobius_conformance::plan::case::Case;
+use mobius_conformance::plan::suite::Suite;
 
 /// One task of one case, with the requests sent to the reference.
 pub struct BaselineJob {

@@ -8,14 +8,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::eval;
-use mobius_conformance::generate::{self, Front};
-use mobius_conformance::package::GenaiConfig;
-use mobius_conformance::runtime::{self, Device, Provider, StepInput};
-use mobius_conformance::task;
-use mobius_conformance::tokenizer::TextTokenizer;
-use mobius_conformance::trial::{self, Suite, package_model};
+use mobius_conformance::accuracy::eval;
+use mobius_conformance::accuracy::task;
+use mobius_conformance::context::RunContext;
+use mobius_conformance::feed::package::GenaiConfig;
+use mobius_conformance::feed::package::package_model;
+use mobius_conformance::feed::tokenizer::TextTokenizer;
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::run::generate::{self, Front};
+use mobius_conformance::run::runtime::{self, Provider, StepInput};
+use mobius_conformance::trial;
 use serde_json::{Value, json};
 
 use crate::venv;
@@ -224,7 +227,7 @@ pub fn peak_rss_mb() -> f64 {
 /// fixtures, goldens and baselines by path.
 fn replicated_root(copies: usize) -> Result<PathBuf, String> {
     let repo = workspace_root();
-    let root = mobius_conformance::bootstrap::target_dir().join("bench").join(format!("x{copies}"));
+    let root = mobius_conformance::run::bootstrap::target_dir().join("bench").join(format!("x{copies}"));
     let _ = std::fs::remove_dir_all(&root);
     let io = |e: std::io::Error| e.to_string();
     for dir in ["fixtures", "cases/tasks"] {
@@ -273,7 +276,7 @@ fn time_trials(root: &Path, threads: usize) -> (f64, f64, usize, usize) {
     let plan: Vec<_> = suite.plan().into_iter().filter(|t| !t.is_built_elsewhere()).collect();
     let r0 = runtime::run_seconds();
     let t0 = Instant::now();
-    let done = trial::run_parallel(&suite, &plan, Device::Cpu, threads, |_| {});
+    let done = trial::run_parallel(&suite, &plan, &RunContext::local(), threads, |_| {});
     let wall = t0.elapsed().as_secs_f64();
     let failed = done.iter().filter(|f| f.outcome.is_fail()).count();
     (wall, runtime::run_seconds() - r0, plan.len(), failed)
@@ -363,7 +366,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
             let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
             let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
             // onnxruntime-genai through the suite's own binding (the genai level's), loaded once and kept warm.
-            let genai_rs = mobius_conformance::genai::Model::load(&pkg, Provider::Cpu).map_err(|e| e.to_string())?;
+            let genai_rs = mobius_conformance::run::genai::Model::load(&pkg, Provider::Cpu).map_err(|e| e.to_string())?;
             let mut genai_rs_ids = Vec::new();
             // One row per pair: suite, suite inside ORT, then each Python engine, then genai through the binding.
             let mut rows: Vec<[f64; 6]> = Vec::new();

@@ -6,11 +6,15 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::report::detail::Detail;
+use mobius_conformance::context::RunContext;
+use mobius_conformance::judge::detail::Detail;
+use mobius_conformance::outcome::Finished as Row;
+use mobius_conformance::outcome::Status;
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::report::{html, summary};
-use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Finished as Row, Status, Suite};
+use mobius_conformance::trial;
+use mobius_conformance::vocab::Device;
 
 pub fn ci(args: &[String]) -> Result<(), String> {
     let mut out: Option<PathBuf> = None;
@@ -28,9 +32,10 @@ pub fn ci(args: &[String]) -> Result<(), String> {
         }
     }
     let out = out.ok_or("ci: --out DIR is required")?;
-    let device = Device::from_env().map_err(|e| e.to_string())?;
-    let mut suite = Suite::open(&root);
-    suite.require_models |= require;
+    let mut ctx = RunContext::from_env().map_err(|e| e.to_string())?;
+    ctx.require_models |= require;
+    let device = ctx.device;
+    let suite = Suite::open(&root);
     suite.check(&format!("--root {}", root.display())).map_err(|e| format!("ci: {e}"))?;
     let plan: Vec<_> =
         suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
@@ -50,7 +55,7 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     write("summary.json", incomplete_json(plan.len()))?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let started = Instant::now();
-    let rows = trial::run_parallel(&suite, &plan, device, threads, |f| {
+    let rows = trial::run_parallel(&suite, &plan, &ctx, threads, |f| {
         println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds);
     });
     let wall = started.elapsed().as_secs_f64();
@@ -63,14 +68,14 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     for r in &failed {
         eprintln!("\n{}", r.outcome.message);
     }
-    println!("\n{} trials in {wall:.1}s: {}; reports in {}", rows.len(), trial::tally(&rows), out.display());
+    println!("\n{} trials in {wall:.1}s: {}; reports in {}", rows.len(), mobius_conformance::report::summary::tally(&rows), out.display());
     if failed.is_empty() { Ok(()) } else { Err(format!("{} trial(s) failed", failed.len())) }
 }
 
 /// Writes a report whole or not at all (temp file, then rename): a full disk leaves the previous file, never a
 /// truncated one.
 fn write_report(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
-    mobius_conformance::golden::write_atomic(path, bytes).map_err(|e| e.to_string())
+    mobius_conformance::judge::golden::write_atomic(path, bytes).map_err(|e| e.to_string())
 }
 
 /// What the reports say while a run of `n` trials is under way (and after it, if it was killed).

@@ -5,9 +5,13 @@
 
 use std::time::Instant;
 
-use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::runtime::{Device, Provider};
-use mobius_conformance::trial::{self, Status, Suite};
+use mobius_conformance::context::RunContext;
+use mobius_conformance::outcome::Status;
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::run::runtime::Provider;
+use mobius_conformance::trial;
+use mobius_conformance::vocab::Device;
 
 use crate::bench::{Stats, package, peak_rss_mb, prompt_ids, suite_decode, suite_prefill, synthetic};
 
@@ -22,11 +26,12 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
     let suite = Suite::open(&workspace_root());
     let plan = suite.plan();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
-    let rows = trial::run_parallel(&suite, &plan, device, threads, |f| {
-        if f.outcome.status == Status::Fail {
-            eprintln!("FAIL {}\n{}", f.name, f.outcome.message);
-        }
-    });
+    let rows =
+        trial::run_parallel(&suite, &plan, &RunContext { device, ..RunContext::from_env().map_err(|e| e.to_string())? }, threads, |f| {
+            if f.outcome.status == Status::Fail {
+                eprintln!("FAIL {}\n{}", f.name, f.outcome.message);
+            }
+        });
     let trials_s = started.elapsed().as_secs_f64();
     let failed: Vec<&str> = rows.iter().filter(|r| r.outcome.is_fail()).map(|r| r.name.as_str()).collect();
 
@@ -60,7 +65,7 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
         }
     }
     println!("gpu-check on {device}: {} trials in {trials_s:.1}s", rows.len());
-    println!("  {}", trial::tally(&rows));
+    println!("  {}", mobius_conformance::report::summary::tally(&rows));
     for f in &failed {
         println!("  FAILED {f}");
     }

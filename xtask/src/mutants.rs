@@ -10,12 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::case::{Case, Dtype, Ep, Location, Modality, Variant};
-use mobius_conformance::package::GenaiConfig;
-use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Finished, Suite, TrialKind, TrialSpec};
-use mobius_conformance::xfail::FailureKind;
+use mobius_conformance::context::RunContext;
+use mobius_conformance::feed::package::GenaiConfig;
+use mobius_conformance::judge::xfail::{FailureKind, Mismatch};
+use mobius_conformance::outcome::{Finished, Judgement, Outcome, Settled};
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::case::{Case, Location, Variant};
+use mobius_conformance::plan::suite::{Suite, TrialKind, TrialSpec};
+use mobius_conformance::trial;
+use mobius_conformance::vocab::{Dtype, Ep, Level, Modality, TrialId};
 use serde_json::{Value, json};
 
 use onnx_bytes::recipes::{rope_wrong_from, swap_past_kv};
@@ -713,11 +716,11 @@ fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Var
 
 /// The model file of a package that `part` names.
 fn part_file(package: &Path, part: Part) -> Result<PathBuf, String> {
-    let component = |c: Option<mobius_conformance::package::Component>, what: &str| {
+    let component = |c: Option<mobius_conformance::feed::package::Component>, what: &str| {
         c.map(|c| package.join(c.file)).ok_or_else(|| format!("{}/genai_config.json names no {what} model", package.display()))
     };
     match part {
-        Part::Decoder => trial::package_model(package).map_err(|e| e.to_string()),
+        Part::Decoder => mobius_conformance::feed::package::package_model(package).map_err(|e| e.to_string()),
         Part::Vision => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.vision, "vision"),
         Part::Speech => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.speech, "speech"),
     }
@@ -778,21 +781,24 @@ fn read_json(path: &Path) -> Result<Value, String> {
 
 // ---- verdicts and the report ----------------------------------------------------------------------------------
 
-/// What a failing trial measured, from its verdict: the logits' max difference (L4), the tokens kept (L5), the
+/// What a failing trial measured, from its judgement: the logits' max difference (L4), the tokens kept (L5), the
 /// features' max difference (encoders). None for a trial that failed without measuring (an error).
 fn measured(f: &Finished) -> Option<String> {
     let o = &f.outcome;
-    match f.name.rsplit('/').next()? {
-        _ if o.message.contains("never an expected failure") => Some("a load error the xfail did not absorb".into()),
-        "L4" => o.max_abs_diff.map(|d| {
+    if matches!(o.settled.as_deref(), Some(Settled::NotExpected(Mismatch::NoVerdict))) {
+        return Some("a load error the xfail did not absorb".into());
+    }
+    let judgement = o.judgement.as_ref();
+    match TrialId::parse(&f.name)?.level()? {
+        Level::L4 => o.max_abs_diff.map(|d| {
             let from = o.failure.as_ref().and_then(|f| f.first_position).map(|p| format!(", from prompt position {p}"));
-            match noise_score(&o.message) {
+            match judgement.and_then(Judgement::noise_score) {
                 Some(s) => format!("noise score {s:.3}, max |logit diff| {d:.3e}{}", from.unwrap_or_default()),
                 None => format!("max |logit diff| {d:.3e}{}", from.unwrap_or_default()),
             }
         }),
-        "L5" => {
-            let kept = o.message.lines().find_map(|l| l.trim().strip_prefix("tokens:")).and_then(|t| t.split_whitespace().next());
+        Level::L5 => {
+            let (kept, total) = judgement.and_then(Judgement::tokens_kept)?;
             let step = o.first_divergence.map(|d| format!(", first divergence at step {d}"));
             let logits = o.failure.as_ref().filter(|f| f.kind == FailureKind::StepLogits).map(|f| {
                 format!(
@@ -801,28 +807,30 @@ fn measured(f: &Finished) -> Option<String> {
                     f.max_abs_diff.unwrap_or(f64::NAN)
                 )
             });
-            kept.map(|k| format!("{k} tokens kept{}{}", step.unwrap_or_default(), logits.unwrap_or_default()))
+            Some(format!("{kept}/{total} tokens kept{}{}", step.unwrap_or_default(), logits.unwrap_or_default()))
         }
         _ => o.max_abs_diff.map(|d| format!("max |feature diff| {d:.3e}")),
     }
 }
 
-/// The tolerance policy's own statistic of an L4 verdict (its report's `noise: score S` line): at most 1 passes.
-fn noise_score(message: &str) -> Option<f64> {
-    message.lines().find_map(|l| l.trim().strip_prefix("noise:")?.trim().strip_prefix("score ")?.split_whitespace().next()?.parse().ok())
+/// The tolerance policy's own statistic of an L4 verdict: at most 1 passes.
+fn noise_score(o: &Outcome) -> Option<f64> {
+    o.judgement.as_ref().and_then(Judgement::noise_score)
 }
 
 /// Per model and dtype: the smallest noise score a mutant's L4 trial measured over the largest a clean L4 trial
 /// measured (both the policy's own statistic). `model_of` maps a case name to its model.
 fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) -> String) -> String {
     let key = |name: &str| -> Option<(String, String)> {
-        let parts: Vec<&str> = name.split('/').collect();
-        (parts.len() == 5 && parts[4] == "L4").then(|| (model_of(parts[0]), parts[3].to_string()))
+        match TrialId::parse(name)? {
+            TrialId::Conformance { case, dtype, level: Level::L4, .. } => Some((model_of(&case), dtype.to_string())),
+            _ => None,
+        }
     };
     type Extreme = Option<(f64, String)>;
     let mut table: BTreeMap<(String, String), (Extreme, Extreme)> = BTreeMap::new();
-    for f in clean.iter().filter(|f| !f.outcome.is_fail() && f.outcome.status != trial::Status::ExpectedFailure) {
-        if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome.message)) {
+    for f in clean.iter().filter(|f| !f.outcome.is_fail() && f.outcome.status != mobius_conformance::outcome::Status::ExpectedFailure) {
+        if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome)) {
             let e = &mut table.entry(k).or_default().0;
             if e.as_ref().is_none_or(|(v, _)| sc > *v) {
                 *e = Some((sc, f.name.clone()));
@@ -832,7 +840,7 @@ fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) ->
     // A mutant's L4 score counts where L4 caught it: a decode-only bug leaves the prefill exact by design (L5 judges it).
     for r in runs {
         for f in r.rows.iter().filter(|f| f.outcome.is_fail()) {
-            if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome.message)) {
+            if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome)) {
                 let e = &mut table.entry(k).or_default().1;
                 if e.as_ref().is_none_or(|(v, _)| sc < *v) {
                     *e = Some((sc, r.mutant.name.to_string()));
@@ -856,9 +864,9 @@ fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) ->
 
 /// The most local failing check names the catch: an encoder's features, then the prefill logits, then generation.
 fn rank(name: &str) -> (u8, &str) {
-    let r = match name.rsplit('/').next() {
-        Some("vision_encoder" | "audio_encoder") => 0,
-        Some("L4") => 1,
+    let r = match TrialId::parse(name).and_then(|id| id.level()) {
+        Some(Level::VisionEncoder | Level::AudioEncoder) => 0,
+        Some(Level::L4) => 1,
         _ => 2,
     };
     (r, name)
@@ -991,7 +999,8 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
         // SAFETY: the task has started no thread yet.
         unsafe { std::env::set_var("INSTA_OUTPUT", "none") };
     }
-    let device = Device::from_env().map_err(|e| e.to_string())?;
+    let ctx = RunContext::from_env().map_err(|e| e.to_string())?;
+    let device = ctx.device;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let repo = Suite::open(&workspace_root());
     // A case that does not load is an error only if a mutant derives from it.
@@ -1032,7 +1041,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
     let run = |root: &Path, pick: &dyn Fn(&TrialSpec) -> bool| {
         let suite = Suite::open(root);
         let plan: Vec<TrialSpec> = suite.plan().into_iter().filter(|t| pick(t)).collect();
-        trial::run_parallel(&suite, &plan, device, threads, |_| {})
+        trial::run_parallel(&suite, &plan, &ctx, threads, |_| {})
     };
 
     // The unpatched variants of every case a mutant derives from, laid out the same way: the control.
@@ -1080,7 +1089,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
         "clean ({}): {} trials in {clean_seconds:.1}s: {}",
         targets.iter().copied().collect::<Vec<_>>().join(", "),
         clean.len(),
-        trial::tally(&clean)
+        mobius_conformance::report::summary::tally(&clean)
     );
     for r in &clean_failed {
         eprintln!("\n{}", r.outcome.message);
@@ -1122,26 +1131,37 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mobius_conformance::trial::Status;
+    use mobius_conformance::outcome::Status;
 
     fn finished(name: &str, status: Status, message: &str, max_abs_diff: Option<f64>) -> Finished {
-        let outcome = trial::Outcome {
-            status,
-            message: message.into(),
-            max_abs_diff,
-            first_divergence: Some(3),
-            snapshot: None,
-            detail: None,
-            failure: None,
-        };
+        let outcome = Outcome { status, max_abs_diff, first_divergence: Some(3), ..Outcome::new(status, message) };
         Finished { name: name.into(), outcome, seconds: 0.0 }
+    }
+
+    /// An L5 trial whose stream kept `matches` of 16 tokens.
+    fn stream(name: &str, matches: usize) -> Finished {
+        use mobius_conformance::judge::verdict::{GenerationReport, Verdict};
+        let r = GenerationReport {
+            verdict: Verdict::Fail,
+            reasons: vec![],
+            expected: (0..16).collect(),
+            got: (0..16).map(|i| if (i as usize) < matches { i } else { -1 }).collect(),
+            matches,
+            ratio: matches as f64 / 16.0,
+            first_divergence: None,
+            teacher_forced: None,
+            tolerance: mobius_conformance::judge::tolerance::Tolerance::builtin(Level::L5, Dtype::F32),
+        };
+        let mut f = finished(name, Status::Fail, "", None);
+        f.outcome.judgement = Some(Judgement::Generation(Box::new(r)));
+        f
     }
 
     #[test]
     fn measures_each_level_from_its_verdict() {
         let l4 = finished("c/text/default/f32/L4", Status::Fail, "", Some(0.0123));
         assert_eq!(measured(&l4).as_deref(), Some("max |logit diff| 1.230e-2"));
-        let l5 = finished("c/text/default/f32/L5", Status::Fail, "c: L5 FAIL\n  tokens:   3/16 match (0.188)\n", None);
+        let l5 = stream("c/text/default/f32/L5", 3);
         assert_eq!(measured(&l5).as_deref(), Some("3/16 tokens kept, first divergence at step 3"));
         let enc = finished("c/audio/default/f32/audio_encoder", Status::Fail, "", Some(2.0));
         assert_eq!(measured(&enc).as_deref(), Some("max |feature diff| 2.000e0"));
@@ -1155,7 +1175,7 @@ mod tests {
             patched: Ok(Patched { file: "f".into(), what: "w".into(), bytes_changed: 1 }),
             rows: vec![
                 finished("qwen3-tiny/audio/default/f32/L4", Status::Fail, "", Some(1.0)),
-                finished("qwen3-tiny/audio/default/f32/L5", Status::Fail, "  tokens:   1/16 match", None),
+                stream("qwen3-tiny/audio/default/f32/L5", 1),
                 finished("qwen3-tiny/audio/default/f32/audio_encoder", Status::Fail, "", Some(1.0)),
                 finished("qwen3-tiny/text/default/f32/L4", Status::Pass, "", Some(0.0)),
             ],

@@ -4,11 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::case::{Case, Dtype, Ep};
-use mobius_conformance::hub::HubRef;
-use mobius_conformance::runtime::Device;
-use mobius_conformance::trial::{self, Status, Suite};
+use mobius_conformance::context::RunContext;
+use mobius_conformance::outcome::Status;
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::case::Case;
+use mobius_conformance::plan::hub::HubRef;
+use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::trial;
+use mobius_conformance::vocab::{Dtype, Ep};
 
 use crate::regen::{self, Margin};
 
@@ -210,7 +213,7 @@ fn plan(a: &Args) -> Result<Spec, String> {
 /// Writes the case file after the suite's parser accepted it; returns its path.
 pub fn write_case(root: &Path, spec: &Spec, force: bool) -> Result<PathBuf, String> {
     let path = root.join("cases").join(&spec.task).join(format!("{}.yaml", spec.name));
-    let file = trial::relative(root, &path);
+    let file = mobius_conformance::paths::relative(root, &path);
     if path.exists() && !force {
         return Err(format!("{file} exists: pass --force to overwrite it, or --name NAME for another case"));
     }
@@ -244,7 +247,7 @@ pub fn new_case(args: &[String]) -> Result<(), String> {
     let a = parse(args)?;
     let spec = plan(&a)?;
     let path = write_case(&a.root, &spec, a.force)?;
-    println!("WROTE      {}", trial::relative(&a.root, &path));
+    println!("WROTE      {}", mobius_conformance::paths::relative(&a.root, &path));
     let margins = regen::regen_case(&a.root, &spec.name, a.force)?;
     for m in &margins {
         println!("\nsmallest reference margin of {}: {:.4} at step {} of {}", m.what, m.min, m.step, m.steps);
@@ -264,14 +267,13 @@ pub fn new_case(args: &[String]) -> Result<(), String> {
     let suite = Suite::open(&a.root);
     let prefix = format!("{}/", spec.name);
     let plan: Vec<_> = suite.plan().into_iter().filter(|t| t.name.starts_with(&prefix)).collect();
-    let device = Device::from_env().map_err(|e| e.to_string())?;
+    let ctx = RunContext::from_env().map_err(|e| e.to_string())?;
     println!();
-    let rows =
-        trial::run_parallel(&suite, &plan, device, 2, |f| println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds));
+    let rows = trial::run_parallel(&suite, &plan, &ctx, 2, |f| println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds));
     for r in rows.iter().filter(|r| r.outcome.status != Status::Pass) {
         println!("\n{}", r.outcome.message.trim_end());
     }
-    println!("\n{}: {}", spec.name, trial::tally(&rows));
+    println!("\n{}: {}", spec.name, mobius_conformance::report::summary::tally(&rows));
     if rows.iter().any(|r| r.outcome.is_fail()) {
         Err(format!("{} trial(s) of the new case failed", rows.iter().filter(|r| r.outcome.is_fail()).count()))
     } else {

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mobius_conformance::bootstrap::{target_dir, workspace_root};
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::run::bootstrap::target_dir;
 
 use crate::venv;
 

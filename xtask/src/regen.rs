@@ -7,12 +7,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mobius_conformance::bootstrap::{target_dir, workspace_root};
-use mobius_conformance::case::{Case, Dtype, Level, Location, Modality};
-use mobius_conformance::golden::{self, Hex, PositionTop, Provenance, ReferenceRun};
-use mobius_conformance::inputs::{Inputs, NamedTensor, TensorData};
-use mobius_conformance::tokenizer::TextTokenizer;
-use mobius_conformance::trial::{Suite, package_model, relative};
+use mobius_conformance::feed::inputs::{Inputs, NamedTensor, TensorData};
+use mobius_conformance::feed::package::package_model;
+use mobius_conformance::feed::tokenizer::TextTokenizer;
+use mobius_conformance::judge::golden::{self, Hex, PositionTop, Provenance, ReferenceRun};
+use mobius_conformance::paths::relative;
+use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::case::{Case, Location};
+use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::run::bootstrap::target_dir;
+use mobius_conformance::vocab::{Dtype, Level, Modality};
 
 use crate::venv;
 
@@ -528,7 +532,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
     )
     .map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
-    let each = run.step_logits.iter().map(|l| mobius_conformance::logits::TopK::of(l, 2).margin());
+    let each = run.step_logits.iter().map(|l| mobius_conformance::numeric::TopK::of(l, 2).margin());
     if let Some((step, min)) = each.enumerate().min_by(|a, b| a.1.total_cmp(&b.1)) {
         let what = format!("{} ({}, {} golden)", job.case.name, job.modality, job.dtype);
         lines.push(format!(

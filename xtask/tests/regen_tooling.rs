@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::raw_from_goldens;
-use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::paths::workspace_root;
 
 struct Scratch(PathBuf);
 

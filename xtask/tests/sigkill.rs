@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::raw_from_goldens;
-use mobius_conformance::bootstrap::workspace_root;
+use mobius_conformance::paths::workspace_root;
 
 const CASES: [&str; 2] = ["qwen3-tiny", "llama-tiny"];
 

@@ -1,14 +1,14 @@
 //! The accuracy gate's scoring on a package: a task's requests through ONNX Runtime, efficiently. One forward pass
 //! per shared context, continuations run on its KV cache, only the continuation positions' logits are read,
-//! log-softmax is computed here in f32, batch 1 always. What comes out ([`Scored`]) is judged by [`crate::gate`].
+//! log-softmax is computed here in f32, batch 1 always. What comes out ([`Scored`]) is judged by [`crate::accuracy::gate`].
 
+use crate::accuracy::scoring::{self, Scored};
+use crate::accuracy::task::{self, Item, ItemKind, Task};
 use crate::error::{Error, Result};
-use crate::generate::check_finite;
-use crate::logits::argmax;
-use crate::runtime::{Decoder, StepInput};
-use crate::scoring::{self, Scored};
-use crate::task::{self, Item, ItemKind, Task};
-use crate::tokenizer::TextTokenizer;
+use crate::feed::tokenizer::TextTokenizer;
+use crate::numeric::argmax;
+use crate::run::generate::check_finite;
+use crate::run::runtime::{Decoder, StepInput};
 
 /// Scores every item on `decoder` (token-id decoders: the gate runs on text).
 pub fn score(decoder: &Decoder, task: &Task, items: &[Item], tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Vec<Scored>> {

@@ -5,20 +5,20 @@
 //! task is too small to decide its `max_delta_points`.
 //!
 //! The reference side (`cargo xtask regen-goldens`) writes `goldens/baselines/<task>/<model>.json`: the Hugging
-//! Face accuracy and every item's per-choice log-likelihoods (hex floats), or its generated answer. [`crate::eval`]
+//! Face accuracy and every item's per-choice log-likelihoods (hex floats), or its generated answer. [`crate::accuracy::eval`]
 //! runs the same requests through ONNX Runtime; this module only judges: numbers in, verdict out, like
-//! [`crate::verdict`], so every path is tested on crafted log-likelihoods without a session.
+//! [`crate::judge::verdict`], so every path is tested on crafted log-likelihoods without a session.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::accuracy::scoring::Scored;
+use crate::accuracy::scoring::{self, Picks};
+use crate::accuracy::task::{Item, ItemKind, Metric};
 use crate::error::{At, Error, Result, bail};
-use crate::golden::{Hex, Provenance};
-pub use crate::scoring::Scored;
-use crate::scoring::{self, Picks};
-use crate::task::{Item, ItemKind, Metric};
+use crate::judge::golden::{Hex, Provenance};
 
 /// `goldens/baselines/<task>/<model>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -347,63 +347,7 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
     })
 }
 
-fn fmt_p(p: f64) -> String {
+/// A p-value as the gate prints it.
+pub fn fmt_p(p: f64) -> String {
     if p >= 1e-3 { format!("{p:.4}") } else { format!("{p:.2e}") }
-}
-
-/// The report a person reads. It holds only numbers that repeat exactly run after run (speed is `cargo xtask bench`'s).
-pub fn render(trial: &str, metric: Metric, r: &GateReport, baseline_file: &str, regenerate: &str) -> String {
-    let p = &r.policy;
-    let mut s = format!(
-        "{trial}: {}: {} {:.2}% (reference {:.2}%, stderr {:.2} / {:.2} points), delta {:+.2} points, allowed +-{:.2}; n={}; {} item(s) flipped\n",
-        if r.pass { "PASS" } else { "FAIL" },
-        metric.name(),
-        100.0 * r.got,
-        100.0 * r.reference,
-        100.0 * r.stderr_got,
-        100.0 * r.stderr_reference,
-        r.delta_points,
-        p.max_delta_points,
-        r.n,
-        r.flips.len(),
-    );
-    s.push_str(&format!(
-        "  flips: {} lost (right -> wrong), {} gained (wrong -> right); McNemar exact p = {} (fails under flip_alpha {})\n",
-        r.lost,
-        r.gained,
-        fmt_p(r.flip_p_value),
-        p.flip_alpha
-    ));
-    s.push_str(&format!(
-        "  minimum detectable delta: {:.2} points ({} one-way flips at n={}); one item = {:.2} points{}\n",
-        r.min_detectable_points,
-        min_significant_flips(p.flip_alpha),
-        r.n,
-        r.points_per_item,
-        p.max_flipped_points.map_or_else(String::new, |m| format!("; max_flipped_points {m:.2}")),
-    ));
-    for reason in &r.reasons {
-        s.push_str(&format!("  {reason}\n"));
-    }
-    if let Some(d) = r.max_loglik_diff {
-        s.push_str(&format!("  max |log-likelihood diff| over all choices: {d:.3e}\n"));
-    }
-    for f in r.flips.iter().take(20) {
-        let m = |x: Option<f64>| x.map_or_else(String::new, |m| format!(" (margin {m:.4})"));
-        s.push_str(&format!(
-            "  doc {}: reference chose {}{} [{}], package chose {}{} [{}]\n",
-            f.doc,
-            f.reference,
-            m(f.reference_margin),
-            if f.reference_correct { "right" } else { "wrong" },
-            f.got,
-            m(f.got_margin),
-            if f.got_correct { "right" } else { "wrong" },
-        ));
-    }
-    if r.flips.len() > 20 {
-        s.push_str(&format!("  ... and {} more\n", r.flips.len() - 20));
-    }
-    s.push_str(&format!("  baseline: {baseline_file}; regenerate (only if the reference changed): {regenerate}\n"));
-    s
 }

@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::accuracy::task::{Doc, py_is_space};
 use crate::error::{Error, Result, bail};
-use crate::task::{Doc, py_is_space};
 
 /// The fields of an lm-eval task file the suite reads; others (`tag`, `metadata`, `should_decontaminate`, ...) are
 /// ignored, as they do not change what is scored.
@@ -382,7 +382,7 @@ fn python_method(
 }
 
 /// Renders a template over a document, as lm-eval's `apply_template`.
-pub fn render(template: &str, doc: &Doc) -> Result<String> {
+pub fn fill_template(template: &str, doc: &Doc) -> Result<String> {
     env().render_str(template, doc).map_err(|e| Error::new(format!("template {template:?}: {e}")))
 }
 

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::accuracy::gate::GatePolicy;
+use crate::accuracy::lmeval;
 use crate::error::{Error, Result, bail};
-use crate::gate::GatePolicy;
-use crate::lmeval;
-use crate::tokenizer::TextTokenizer;
+use crate::feed::tokenizer::TextTokenizer;
 
 /// A task file (`cases/tasks/<name>.yaml`).
 #[derive(Debug, Clone, Deserialize)]
@@ -454,7 +454,9 @@ impl Task {
             bail!("{}: `num_fewshot` is {} but the few-shot pool has {} documents", self.file, s.num_fewshot, pool.len());
         }
         let mut out = match (s.description.contains("{{"), doc) {
-            (true, Some(d)) => lmeval::render(&s.description, d).map_err(|e| e.context(format!("{}: field `description`", self.file)))?,
+            (true, Some(d)) => {
+                lmeval::fill_template(&s.description, d).map_err(|e| e.context(format!("{}: field `description`", self.file)))?
+            }
             _ => s.description.clone(),
         };
         for (i, d) in pool.into_iter().take(s.num_fewshot).enumerate() {
@@ -531,7 +533,7 @@ impl TaskSpec {
     pub fn text(&self, doc: &Doc) -> Result<String> {
         match doc.get(&self.doc_to_text) {
             Some(v) => scalar(v).ok_or_else(|| Error::new(format!("field `{}` (doc_to_text) is {v}, not a scalar", self.doc_to_text))),
-            None => lmeval::render(&self.doc_to_text, doc).map_err(|e| e.context("doc_to_text")),
+            None => lmeval::fill_template(&self.doc_to_text, doc).map_err(|e| e.context("doc_to_text")),
         }
     }
 
@@ -559,7 +561,7 @@ impl TaskSpec {
             Target::Field(f) => match doc.get(f) {
                 Some(v) => v.clone(),
                 None => {
-                    let s = lmeval::render(f, doc).map_err(|e| e.context("doc_to_target"))?;
+                    let s = lmeval::fill_template(f, doc).map_err(|e| e.context("doc_to_target"))?;
                     if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) && self.doc_to_choice.is_some() {
                         return Ok(Answer::Index(s.parse().map_err(|_| Error::new(format!("doc_to_target gives {s:?}")))?));
                     }

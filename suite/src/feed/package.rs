@@ -2,7 +2,7 @@
 //! embedding, vision, speech), their files and their I/O names.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -143,4 +143,21 @@ fn kind(v: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     }
+}
+
+/// The decoder model file of a package directory (via genai_config.json), or the file itself.
+pub fn package_model(package: &Path) -> Result<PathBuf> {
+    if package.is_file() {
+        return Ok(package.to_path_buf());
+    }
+    if !package.is_dir() {
+        return Err(Error::new(format!("{} does not exist", package.display())));
+    }
+    let file =
+        crate::feed::package::GenaiConfig::load_if_present(package)?.and_then(|c| c.decoder_file).unwrap_or_else(|| "model.onnx".into());
+    let model = package.join(&file);
+    if !model.is_file() {
+        return Err(Error::new(format!("{}: decoder model `{file}` not found", package.display())));
+    }
+    Ok(model)
 }

@@ -1,60 +1,124 @@
 //! The `genai` level's verdict: what onnxruntime-genai computed from the package (its config, model and greedy
-//! generator) against the goldens. Pure: a [`crate::genai::Run`] and goldens in, an outcome out.
+//! generator) against the goldens. Pure: genai's outputs and goldens in, a judgement out.
 //!
 //! The prefill logits are judged as L4 judges the suite's own runner (the dtype's L4 tolerance), the tokens as L5
 //! does (the dtype's match ratio), so a package that only genai runs wrong fails here and nowhere else.
 
-use crate::genai::{GENAI_VERSION, Run};
-use crate::golden::{GenerationGolden, PrefillGolden};
-use crate::report::{self, Context};
-use crate::tolerance::Tolerance;
-use crate::trial::{Outcome, Status};
-use crate::verdict::{self, Verdict};
-use crate::xfail::{Failure, FailureKind};
+use std::path::PathBuf;
 
-/// The L4 side: the golden, its full logits when it has them, the tolerance; the same for L5.
+use crate::judge::golden::{GenerationGolden, PrefillGolden};
+use crate::judge::tolerance::Tolerance;
+use crate::judge::verdict::{self, GenerationReport, PrefillReport, Verdict};
+use crate::judge::xfail::{Failure, FailureKind};
+use crate::vocab::Modality;
+
+/// The L4 side: the golden, its full logits when it has them, the tolerance, its file; the same for L5.
 pub struct Goldens<'a> {
     pub prefill: Option<(&'a PrefillGolden, Option<&'a [f32]>, &'a Tolerance, &'a str)>,
     pub generation: Option<(&'a GenerationGolden, &'a Tolerance, &'a str)>,
 }
 
-/// The worst of both verdicts, with both reports under one heading that says genai computed them.
-pub fn judge(ctx: &Context, run: &Run, goldens: &Goldens) -> Outcome {
-    let mut message = format!(
-        "{}: genai: the package as onnxruntime-genai {GENAI_VERSION} runs it ({}), greedy, {} generated tokens\n",
-        ctx.trial,
-        run.library.display(),
-        run.tokens.len()
-    );
-    let mut status = Status::Pass;
-    let mut max_abs_diff = None;
-    let mut first_divergence = None;
-    // What an xfail entry can expect: the prefill's logits when they fail, else the stream's tokens.
+/// How genai was fed: a text prompt's ids appended to its generator, or a media prompt through its processor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Feed {
+    Ids { library: PathBuf, version: &'static str, generated: usize },
+    Processor { modality: Modality },
+}
+
+/// genai's processor built another prompt than Hugging Face's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptDifference {
+    pub hf: Vec<i64>,
+    pub genai: Vec<i64>,
+    /// The first position where they differ (the shorter one's length when one is the other's prefix).
+    pub at: usize,
+    pub hf_text: String,
+    pub genai_text: String,
+}
+
+/// The genai level's judgement: the worst of its verdicts, each with the golden file it was judged against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenaiReport {
+    pub feed: Feed,
+    pub status: Verdict,
+    pub prompt: Option<PromptDifference>,
+    pub prefill: Option<(PrefillReport, String)>,
+    pub generation: Option<(GenerationReport, String)>,
+    /// What an xfail entry can expect: the prompt, else the prefill's logits, else the stream's tokens.
+    pub failure: Option<Failure>,
+    pub max_abs_diff: Option<f64>,
+    pub first_divergence: Option<usize>,
+}
+
+impl GenaiReport {
+    /// Every verdict's reasons, in the order the report prints them.
+    pub fn reasons(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        if self.prompt.is_some() {
+            out.push(PROMPT_DIFFERS);
+        }
+        out.extend(self.prefill.iter().flat_map(|(r, _)| r.reasons.iter().map(String::as_str)));
+        out.extend(self.generation.iter().flat_map(|(r, _)| r.reasons.iter().map(String::as_str)));
+        out
+    }
+}
+
+/// The reason a prompt difference gives, before its numbers.
+pub const PROMPT_DIFFERS: &str = "genai's processor built another prompt than Hugging Face's";
+
+fn worst(a: Verdict, b: Verdict) -> Verdict {
+    let rank = |v: Verdict| match v {
+        Verdict::Pass => 0,
+        Verdict::Ambiguous => 1,
+        Verdict::Fail => 2,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// Judges what genai computed: its prompt (when its processor built it), its prefill logits as L4 judges the
+/// suite's own runner, its tokens as L5 does.
+pub fn judge(
+    feed: Feed,
+    prompt: Option<PromptDifference>,
+    prefill_logits: Option<&[f32]>,
+    tokens: &[i64],
+    goldens: &Goldens,
+) -> GenaiReport {
+    let mut status = Verdict::Pass;
     let mut failure = None;
-    if let Some((golden, full, tol, file)) = goldens.prefill {
-        let r = verdict::judge_prefill(&run.prefill_logits, golden, full, tol);
-        max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
-        if r.verdict == Verdict::Fail {
-            failure = Some(Box::new(Failure::prefill(max_abs_diff)));
-        }
-        status = status.max(r.verdict.into());
-        message.push_str(&report::prefill(&Context { golden_file: file, ..*ctx }, &r));
+    if prompt.is_some() {
+        status = Verdict::Fail;
+        failure = Some(Failure { kind: FailureKind::Prompt, max_abs_diff: None, first_step: None, first_position: None });
     }
-    if let Some((golden, tol, file)) = goldens.generation {
-        let r = verdict::judge_generation(&run.tokens, golden, None, tol);
-        first_divergence = r.first_divergence.as_ref().map(|d| d.index);
+    let mut max_abs_diff = None;
+    let prefill = match (goldens.prefill, prefill_logits) {
+        (Some((golden, full, tol, file)), Some(logits)) => {
+            let r = verdict::judge_prefill(logits, golden, full, tol);
+            max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
+            if r.verdict == Verdict::Fail && failure.is_none() {
+                failure = Some(Failure::prefill(max_abs_diff));
+            }
+            status = worst(status, r.verdict);
+            Some((r, file.to_string()))
+        }
+        _ => None,
+    };
+    let mut first_divergence = None;
+    let generation = goldens.generation.map(|(golden, tol, file)| {
+        let r = verdict::judge_generation(tokens, golden, None, tol);
+        let first_step = r.first_divergence.as_ref().map(|d| d.index);
         if r.verdict == Verdict::Fail && failure.is_none() {
-            failure = Some(Box::new(Failure {
-                kind: FailureKind::Tokens,
-                max_abs_diff: None,
-                first_step: first_divergence,
-                first_position: None,
-            }));
+            failure = Some(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step, first_position: None });
         }
-        status = status.max(r.verdict.into());
-        message.push_str(&report::generation(&Context { golden_file: file, ..*ctx }, &r));
+        status = worst(status, r.verdict);
+        first_divergence = first_step;
+        (r, file.to_string())
+    });
+    // A media prompt's stream is judged for its tokens alone (no prefill logits, no diff to report).
+    if matches!(feed, Feed::Processor { .. }) {
+        first_divergence = None;
     }
-    Outcome { status, message, max_abs_diff, first_divergence, snapshot: None, detail: None, failure }
+    GenaiReport { feed, status, prompt, prefill, generation, failure, max_abs_diff, first_divergence }
 }
 
 /// The prompt a processor is given, from the ids the Hugging Face processor made of it: every expanded media block
@@ -78,21 +142,13 @@ pub fn placeholder_ids(expanded: &[i64]) -> Vec<i64> {
     out
 }
 
-/// The failure message for a processor prompt that is not Hugging Face's: both, as ids and as text, and where they
-/// part. `None` when they are equal.
-pub fn prompt_difference(hf: &[i64], genai: &[i64], text: &dyn Fn(&[i64]) -> String) -> Option<String> {
+/// How genai's processor prompt differs from Hugging Face's, if it does.
+pub fn prompt_difference(hf: &[i64], genai: &[i64], text: &dyn Fn(&[i64]) -> String) -> Option<PromptDifference> {
     if hf == genai {
         return None;
     }
     let at = hf.iter().zip(genai).position(|(a, b)| a != b).unwrap_or(hf.len().min(genai.len()));
-    Some(format!(
-        "genai's processor built another prompt than Hugging Face's: {} ids against {}, first different at position {at}\n  \
-         Hugging Face ids: {hf:?}\n  genai ids:        {genai:?}\n  Hugging Face text: {:?}\n  genai text:        {:?}\n",
-        genai.len(),
-        hf.len(),
-        text(hf),
-        text(genai)
-    ))
+    Some(PromptDifference { hf: hf.to_vec(), genai: genai.to_vec(), at, hf_text: text(hf), genai_text: text(genai) })
 }
 
 #[cfg(test)]
@@ -106,7 +162,7 @@ mod tests {
         assert_eq!(placeholder_ids(&[2, 4, 6, 6, 5, 8, 10, 10, 9, 1]), [2, 6, 10, 1]);
         assert_eq!(placeholder_ids(&[2, 11, 97]), [2, 11, 97]);
         let d = prompt_difference(&[1, 2, 3], &[1, 9, 2, 3], &|ids: &[i64]| format!("{ids:?}")).unwrap();
-        assert!(d.contains("first different at position 1") && d.contains("[1, 9, 2, 3]"), "{d}");
+        assert_eq!((d.at, d.genai.as_slice(), d.genai_text.as_str()), (1, &[1, 9, 2, 3][..], "[1, 9, 2, 3]"));
         assert_eq!(prompt_difference(&[1], &[1], &|_: &[i64]| String::new()), None);
     }
 }

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{At, Error, Result, bail};
-use crate::hexfloat;
-use crate::logits::TopK;
+use crate::judge::hexfloat;
+use crate::numeric::TopK;
 
 /// Above this vocabulary size the full last-position logits go to a safetensors sidecar instead of the JSON.
 pub const INLINE_LOGITS_MAX: usize = 4096;
@@ -68,7 +68,7 @@ impl Noise {
     /// The statistics of `|a - b|` (max, median, 99th percentile; nearest rank).
     pub fn between(a: &[f32], b: &[f64]) -> Noise {
         let d: Vec<f64> = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y).abs()).collect();
-        let [max, p50, p99] = crate::logits::spread(&d);
+        let [max, p50, p99] = crate::numeric::spread(&d);
         Noise { max: Hex(max), p50: Hex(p50), p99: Hex(p99) }
     }
 }
@@ -197,10 +197,10 @@ impl GoldenPaths {
 
     /// The processed inputs: this stream's own file, completed by the tensors of `shared_inputs` it lacks. `root`
     /// shortens paths in messages.
-    pub fn load_inputs(&self, show: impl Fn(&Path) -> String) -> Result<crate::inputs::Inputs> {
-        let read = |p: &Path| -> Result<crate::inputs::Inputs> {
+    pub fn load_inputs(&self, show: impl Fn(&Path) -> String) -> Result<crate::feed::inputs::Inputs> {
+        let read = |p: &Path| -> Result<crate::feed::inputs::Inputs> {
             let file = show(p);
-            crate::inputs::Inputs::from_safetensors(&file, &fs::read(p).map_err(|e| Error::new(format!("{file}: {e}")))?)
+            crate::feed::inputs::Inputs::from_safetensors(&file, &fs::read(p).map_err(|e| Error::new(format!("{file}: {e}")))?)
         };
         let mut inputs = read(&self.inputs)?;
         for shared in &self.shared_inputs {
@@ -342,9 +342,9 @@ impl GenerationGolden {
             bail!("{file}: field `generated_tokens[{i}]` is {}, not a token id", g.generated_tokens[i]);
         }
         if let Some(m) = g.max_new_tokens
-            && !(1..=MAX_NEW_TOKENS).contains(&m)
+            && !(1..=crate::vocab::MAX_NEW_TOKENS).contains(&m)
         {
-            bail!("{file}: field `max_new_tokens` is {m}, expected 1..={MAX_NEW_TOKENS}");
+            bail!("{file}: field `max_new_tokens` is {m}, expected 1..={}", crate::vocab::MAX_NEW_TOKENS);
         }
         if let Some(m) = g.max_new_tokens
             && g.generated_tokens.len() > m as usize
@@ -363,10 +363,6 @@ impl GenerationGolden {
         Ok(g)
     }
 }
-
-/// The most new tokens a case or golden may ask for: generation reserves room for them up front, and a greedy check
-/// of a few thousand tokens is already far past what a golden can pin down.
-pub const MAX_NEW_TOKENS: u32 = 4096;
 
 /// Errs naming `field[i]` when a stored number is NaN or infinite.
 fn finite(field: &str, v: &[Hex]) -> Result<()> {
@@ -412,7 +408,7 @@ pub fn from_reference(run: &ReferenceRun, model_id: &str, prompt: &str, max_new_
         bail!("the reference's prefill logits are not finite at id {i} ({})", last[i]);
     }
     let top = TopK::of(last, 10);
-    let summary = crate::logits::summary(last);
+    let summary = crate::numeric::summary(last);
     let inline = last.len() <= INLINE_LOGITS_MAX;
     let prefill = PrefillGolden {
         top1_id: top.ids[0],

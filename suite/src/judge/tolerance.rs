@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::case::{Dtype, Level};
 use crate::error::{Error, Result, bail};
+use crate::vocab::{Dtype, Level};
 
 /// The numbers a verdict is judged by.
 #[derive(Debug, Clone, Copy, PartialEq)]

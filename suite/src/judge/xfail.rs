@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::case::{Dtype, Ep, Level, Modality};
+use crate::vocab::{Dtype, Ep, Level, Modality};
 
 /// What kind of verdict failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,54 @@ impl fmt::Display for Failure {
     }
 }
 
+/// Why a failure is not the one an xfail entry expects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mismatch {
+    /// The trial ended without a verdict: bad input or a broken set-up, never an expected failure.
+    NoVerdict,
+    Kind {
+        got: FailureKind,
+        expected: FailureKind,
+    },
+    OutsideRange {
+        got: f64,
+        range: [f64; 2],
+    },
+    NoDiffMeasured,
+    Step {
+        got: Option<usize>,
+        expected: usize,
+    },
+    Position {
+        got: Option<usize>,
+        expected: usize,
+    },
+    /// The entry states no failure to expect.
+    NoneStated,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let none = |v: &Option<usize>| v.map_or_else(|| "none".to_string(), |g| g.to_string());
+        match self {
+            Mismatch::NoVerdict => f.write_str(
+                "the trial failed without reaching a verdict (a load error, a missing package or golden, a stale golden, \
+                 bad input), which is never an expected failure",
+            ),
+            Mismatch::Kind { got, expected } => write!(f, "the failure is {got} ({}), not {expected}", got.describe()),
+            Mismatch::OutsideRange { got, range: [lo, hi] } => write!(f, "max |diff| {got:.6e} is outside the expected [{lo:e}, {hi:e}]"),
+            Mismatch::NoDiffMeasured => f.write_str("the verdict measured no max |diff| to hold against the expected range"),
+            Mismatch::Step { got, expected } => {
+                write!(f, "the failure starts at step {}, not at the expected step {expected}", none(got))
+            }
+            Mismatch::Position { got, expected } => {
+                write!(f, "the logits leave tolerance from prompt position {}, not from the expected position {expected}", none(got))
+            }
+            Mismatch::NoneStated => f.write_str("the xfail entry states no expected failure"),
+        }
+    }
+}
+
 /// The failure an xfail entry expects.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,39 +199,27 @@ pub struct Expect {
 
 impl Expect {
     /// Why `got` is not this failure, if it is not.
-    pub fn mismatch(&self, got: Option<&Failure>) -> Option<String> {
-        let Some(got) = got else {
-            return Some(
-                "the trial failed without reaching a verdict (a load error, a missing package or golden, a stale golden, \
-                 bad input), which is never an expected failure"
-                    .into(),
-            );
-        };
+    pub fn mismatch(&self, got: Option<&Failure>) -> Option<Mismatch> {
+        let Some(got) = got else { return Some(Mismatch::NoVerdict) };
         if got.kind != self.failure {
-            return Some(format!("the failure is {} ({}), not {}", got.kind, got.kind.describe(), self.failure));
+            return Some(Mismatch::Kind { got: got.kind, expected: self.failure });
         }
         if let Some([lo, hi]) = self.max_abs_diff {
             match got.max_abs_diff {
                 Some(d) if (lo..=hi).contains(&d) => {}
-                Some(d) => return Some(format!("max |diff| {d:.6e} is outside the expected [{lo:e}, {hi:e}]")),
-                None => return Some("the verdict measured no max |diff| to hold against the expected range".into()),
+                Some(d) => return Some(Mismatch::OutsideRange { got: d, range: [lo, hi] }),
+                None => return Some(Mismatch::NoDiffMeasured),
             }
         }
         if let Some(s) = self.first_step
             && got.first_step != Some(s)
         {
-            return Some(format!(
-                "the failure starts at step {}, not at the expected step {s}",
-                got.first_step.map_or_else(|| "none".to_string(), |g| g.to_string())
-            ));
+            return Some(Mismatch::Step { got: got.first_step, expected: s });
         }
         if let Some(p) = self.first_position
             && got.first_position != Some(p)
         {
-            return Some(format!(
-                "the logits leave tolerance from prompt position {}, not from the expected position {p}",
-                got.first_position.map_or_else(|| "none".to_string(), |g| g.to_string())
-            ));
+            return Some(Mismatch::Position { got: got.first_position, expected: p });
         }
         None
     }
@@ -333,27 +369,28 @@ mod tests {
         let e = expect("{ failure: logits, max_abs_diff: [8.5, 9.4] }");
         assert_eq!(e.mismatch(Some(&failure(FailureKind::Logits, Some(8.95), None))), None);
         // A different bug of the same kind: KV heads swapped on top moved the diff to 5.60.
-        let why = e.mismatch(Some(&failure(FailureKind::Logits, Some(5.60), None))).unwrap();
+        let why = e.mismatch(Some(&failure(FailureKind::Logits, Some(5.60), None))).unwrap().to_string();
         assert!(why.contains("5.6") && why.contains("outside the expected [8.5e0, 9.4e0]"), "{why}");
-        let why = e.mismatch(Some(&failure(FailureKind::Tokens, None, Some(0)))).unwrap();
+        let why = e.mismatch(Some(&failure(FailureKind::Tokens, None, Some(0)))).unwrap().to_string();
         assert!(why.contains("the failure is tokens") && why.contains("not logits"), "{why}");
-        let why = e.mismatch(None).unwrap();
+        assert_eq!(e.mismatch(None), Some(Mismatch::NoVerdict));
+        let why = Mismatch::NoVerdict.to_string();
         assert!(why.contains("never an expected failure"), "{why}");
 
         let e = expect("{ failure: step_logits, max_abs_diff: [0.5, 1.0], first_step: 3 }");
         assert_eq!(e.mismatch(Some(&failure(FailureKind::StepLogits, Some(0.8), Some(3)))), None);
-        let why = e.mismatch(Some(&failure(FailureKind::StepLogits, Some(0.8), Some(2)))).unwrap();
+        let why = e.mismatch(Some(&failure(FailureKind::StepLogits, Some(0.8), Some(2)))).unwrap().to_string();
         assert!(why.contains("starts at step 2, not at the expected step 3"), "{why}");
-        let why = e.mismatch(Some(&failure(FailureKind::StepLogits, None, Some(3)))).unwrap();
+        let why = e.mismatch(Some(&failure(FailureKind::StepLogits, None, Some(3)))).unwrap().to_string();
         assert!(why.contains("no max |diff|"), "{why}");
 
         // L4's prompt position, when stated, must be the one the logits leave tolerance from.
         let e = expect("{ failure: logits, max_abs_diff: [0.1, 1.0], first_position: 1 }");
         let at = |p: Option<usize>| Failure { first_position: p, ..failure(FailureKind::Logits, Some(0.4), None) };
         assert_eq!(e.mismatch(Some(&at(Some(1)))), None);
-        let why = e.mismatch(Some(&at(Some(30)))).unwrap();
+        let why = e.mismatch(Some(&at(Some(30)))).unwrap().to_string();
         assert!(why.contains("from prompt position 30, not from the expected position 1"), "{why}");
-        let why = e.mismatch(Some(&at(None))).unwrap();
+        let why = e.mismatch(Some(&at(None))).unwrap().to_string();
         assert!(why.contains("from prompt position none"), "{why}");
     }
 

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result, bail};
-use crate::hub::HubRef;
-use crate::tolerance::ToleranceOverride;
-pub use crate::xfail::Xfail;
+use crate::judge::tolerance::ToleranceOverride;
+pub use crate::judge::xfail::Xfail;
+use crate::plan::hub::HubRef;
+use crate::vocab::{Dtype, Ep, Level, Modality};
 
 /// What a case file holds, field for field.
 #[derive(Debug, Clone, Deserialize)]
@@ -56,7 +57,7 @@ pub struct CaseSpec {
     pub tolerance: Option<ToleranceOverride>,
     /// Trials expected to fail, each with the failure it expects (one entry or a list), strictly: one that passes,
     /// or fails otherwise, is reported as a failure.
-    #[serde(default, deserialize_with = "crate::xfail::one_or_many")]
+    #[serde(default, deserialize_with = "crate::judge::xfail::one_or_many")]
     pub xfail: Vec<Xfail>,
     /// Benchmark tasks (`cases/tasks/<task>.yaml`, or lm-eval task files) the accuracy gate runs on every variant
     /// of the matrix: trials `<task>/<case>/<ep>/<dtype>/accuracy`, judged against
@@ -93,7 +94,7 @@ pub struct AccuracyEntry {
     /// An lm-eval task file's dataset folder (laid out like the dataset's repository), relative to the suite
     /// root; without it, the Hugging Face hub cache.
     pub data: Option<String>,
-    pub overrides: crate::task::Overrides,
+    pub overrides: crate::accuracy::task::Overrides,
 }
 
 impl<'de> Deserialize<'de> for AccuracyEntry {
@@ -110,8 +111,8 @@ impl<'de> Deserialize<'de> for AccuracyEntry {
         };
         let task = text("task")?.ok_or_else(|| D::Error::missing_field("task"))?;
         let data = text("data")?;
-        let overrides =
-            crate::task::Overrides::deserialize(Value::Object(map)).map_err(|e| D::Error::custom(format!("{e}, or `task` or `data`")))?;
+        let overrides = crate::accuracy::task::Overrides::deserialize(Value::Object(map))
+            .map_err(|e| D::Error::custom(format!("{e}, or `task` or `data`")))?;
         Ok(AccuracyEntry { task, data, overrides })
     }
 }
@@ -127,12 +128,14 @@ impl AccuracyTask {
 
     /// What the case says about the task; the data folder resolved against `root` (the one place it is), read
     /// outside the root only when the case sets `external_paths`.
-    pub fn source(&self, root: &Path, external_paths: bool) -> crate::task::Source {
+    pub fn source(&self, root: &Path, external_paths: bool) -> crate::accuracy::task::Source {
         match self {
-            AccuracyTask::File(_) => crate::task::Source::with_external_paths(external_paths),
-            AccuracyTask::With(e) => {
-                crate::task::Source { data: e.data.as_ref().map(|d| root.join(d)), overrides: e.overrides.clone(), external_paths }
-            }
+            AccuracyTask::File(_) => crate::accuracy::task::Source::with_external_paths(external_paths),
+            AccuracyTask::With(e) => crate::accuracy::task::Source {
+                data: e.data.as_ref().map(|d| root.join(d)),
+                overrides: e.overrides.clone(),
+                external_paths,
+            },
         }
     }
 }
@@ -178,187 +181,6 @@ pub struct Matrix {
     #[serde(default)]
     pub packages: BTreeMap<String, String>,
 }
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Dtype {
-    F32,
-    F16,
-    Bf16,
-    Int4,
-}
-
-impl Dtype {
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F16 => "f16",
-            Dtype::Bf16 => "bf16",
-            Dtype::Int4 => "int4",
-        }
-    }
-
-    /// The reference a variant of this dtype is judged against, when it is not the plain float32 one: int4 is
-    /// judged against the float32 reference with the package's own int4 weights dequantized into it (kernel
-    /// parity), which separates a broken kernel or packing from honest quantization loss. The accuracy gate
-    /// judges the quantization loss itself.
-    pub fn golden_suffix(self) -> Option<&'static str> {
-        match self {
-            Dtype::Int4 => Some("int4"),
-            Dtype::F32 | Dtype::F16 | Dtype::Bf16 => None,
-        }
-    }
-
-    /// Accepts our short names and mobius' long ones.
-    pub fn parse(s: &str) -> Option<Dtype> {
-        Some(match s {
-            "f32" | "float32" | "fp32" => Dtype::F32,
-            "f16" | "float16" | "fp16" => Dtype::F16,
-            "bf16" | "bfloat16" => Dtype::Bf16,
-            "int4" | "q4" => Dtype::Int4,
-            _ => return None,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Ep {
-    /// The builder's portable flavour: runs on CPU, or on CUDA when `MOBIUS_TEST_DEVICE=cuda`.
-    Default,
-    /// The CPU flavour (GroupQueryAttention, no `position_ids`).
-    Cpu,
-    /// The CUDA flavour: runs only on the CUDA execution provider.
-    Cuda,
-}
-
-impl Ep {
-    pub fn name(self) -> &'static str {
-        match self {
-            Ep::Default => "default",
-            Ep::Cpu => "cpu",
-            Ep::Cuda => "cuda",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Ep> {
-        Some(match s {
-            "default" => Ep::Default,
-            "cpu" => Ep::Cpu,
-            "cuda" => Ep::Cuda,
-            _ => return None,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// Prefill: the last position's logits over the vocabulary, and every prompt position's stored logits, against
-    /// the reference.
-    L4,
-    /// Greedy generation with the KV cache: tokens against the reference.
-    L5,
-    /// Component parity: the vision encoder's features against the reference's, and that they reach the decoder.
-    VisionEncoder,
-    /// The same for the audio encoder.
-    AudioEncoder,
-    /// The accuracy gate on a benchmark task (trials come from the case's `accuracy` tasks; named in `xfail`).
-    Accuracy,
-    /// The package as onnxruntime-genai runs it (its `genai_config.json`, model, tokenizer, processor and greedy
-    /// generator): tokens against the L5 golden, prefill logits against the L4 golden.
-    Genai,
-}
-
-impl Level {
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::L4 => "L4",
-            Level::L5 => "L5",
-            Level::VisionEncoder => "vision_encoder",
-            Level::AudioEncoder => "audio_encoder",
-            Level::Accuracy => "accuracy",
-            Level::Genai => "genai",
-        }
-    }
-
-    /// Case files name L4 and L5 (and `accuracy` or `genai` in an `xfail`); the component levels come from the
-    /// modalities, and every case has a `genai` trial.
-    pub fn parse(s: &str) -> Option<Level> {
-        match s {
-            "L4" => Some(Level::L4),
-            "L5" => Some(Level::L5),
-            "accuracy" => Some(Level::Accuracy),
-            "genai" => Some(Level::Genai),
-            _ => None,
-        }
-    }
-
-    /// The levels of a modality's trials: the case's, plus the encoders its media go through, plus genai's run.
-    pub fn for_modality(case_levels: &[Level], modality: Modality) -> Vec<Level> {
-        let mut v = case_levels.to_vec();
-        if matches!(modality, Modality::Image | Modality::ImageAudio) {
-            v.push(Level::VisionEncoder);
-        }
-        if matches!(modality, Modality::Audio | Modality::ImageAudio) {
-            v.push(Level::AudioEncoder);
-        }
-        v.push(Level::Genai);
-        v
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Modality {
-    Text,
-    Image,
-    Audio,
-    ImageAudio,
-}
-
-impl Modality {
-    pub fn name(self) -> &'static str {
-        match self {
-            Modality::Text => "text",
-            Modality::Image => "image",
-            Modality::Audio => "audio",
-            Modality::ImageAudio => "image+audio",
-        }
-    }
-
-    /// The name in file names: `image_audio` for `image+audio`.
-    pub fn slug(self) -> String {
-        self.name().replace('+', "_")
-    }
-
-    pub fn parse(s: &str) -> Option<Modality> {
-        Some(match s {
-            "text" => Modality::Text,
-            "image" => Modality::Image,
-            "audio" => Modality::Audio,
-            "image+audio" => Modality::ImageAudio,
-            _ => return None,
-        })
-    }
-}
-
-macro_rules! deserialize_by_name {
-    ($ty:ty, $what:literal, $expected:literal) => {
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                <$ty>::parse(&s)
-                    .ok_or_else(|| serde::de::Error::custom(format!(concat!("unknown ", $what, " {:?}, expected one of ", $expected), s)))
-            }
-        }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    };
-}
-deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
-deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
-deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai");
-deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
 
 /// mobius' `level: "L4" | "L5" | "L4+L5"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -450,11 +272,11 @@ impl Case {
         if s.model_id.trim().is_empty() {
             bail!("{file}: field `model_id` is empty");
         }
-        if crate::task_type::support(&s.task_type).is_none() {
+        if crate::plan::task_type::support(&s.task_type).is_none() {
             bail!(
                 "{file}: field `task_type` is {:?}, which mobius' schema does not list; expected one of {}",
                 s.task_type,
-                crate::task_type::known()
+                crate::plan::task_type::known()
             );
         }
         if let Some(r) = s.min_token_match_ratio
@@ -463,9 +285,9 @@ impl Case {
             bail!("{file}: field `min_token_match_ratio` is {r}, expected a number in (0, 1] (0 would pass any stream)");
         }
         if let Some(m) = s.generation.max_new_tokens
-            && !(1..=crate::golden::MAX_NEW_TOKENS).contains(&m)
+            && !(1..=crate::vocab::MAX_NEW_TOKENS).contains(&m)
         {
-            bail!("{file}: field `generation.max_new_tokens` is {m}, expected 1..={}", crate::golden::MAX_NEW_TOKENS);
+            bail!("{file}: field `generation.max_new_tokens` is {m}, expected 1..={}", crate::vocab::MAX_NEW_TOKENS);
         }
         if let Some(m) = &s.matrix {
             if m.eps.is_empty() || m.dtypes.is_empty() {
@@ -514,7 +336,7 @@ impl Case {
                 None => {}
             }
         }
-        crate::xfail::validate(&s.xfail).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        crate::judge::xfail::validate(&s.xfail).map_err(|e| Error::new(format!("{file}: {e}")))?;
         if let Some(t) = &s.tolerance {
             t.validate().map_err(|e| e.context(format!("{file}: field `tolerance`")))?;
         }
@@ -564,7 +386,7 @@ impl Case {
     }
 
     /// The prompt the goldens were made from (a case with several prompts is split into one case per prompt when
-    /// the suite loads it: see [`crate::corpus::per_prompt`]).
+    /// the suite loads it: see [`crate::plan::corpus::per_prompt`]).
     pub fn prompt(&self) -> Option<&str> {
         self.spec.inputs.prompts.first().map(String::as_str)
     }

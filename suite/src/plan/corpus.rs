@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::case::{Case, Level};
-use crate::task_type;
+use crate::plan::case::Case;
+use crate::plan::task_type;
+use crate::vocab::Level;
 
 /// One case per prompt. The first keeps the case's name (mobius names its goldens for the case, made from its first
 /// prompt); prompt `k` (from 2) becomes `<case>.p<k>`, with goldens of that stem, so every prompt is judged on its own.

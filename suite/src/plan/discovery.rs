@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::case::{Dtype, Ep, Level, Modality};
 use crate::error::Error;
+use crate::vocab::{Dtype, Ep, Level, Modality, TrialId};
 
 /// Folders deeper than this under `cases/` are not walked (a symlink loop is caught before it gets there).
 const MAX_DEPTH: usize = 32;
@@ -125,7 +125,7 @@ pub fn top_level(text: &str) -> Option<serde_json::Map<String, Value>> {
 /// The trials a case that does not load would have had, as far as its text says: its eps, dtypes, levels,
 /// modalities and accuracy tasks where they can be read, every value where they cannot. Each becomes a failing
 /// trial, so a filter aimed at the case's real trials still finds the failure.
-pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<String> {
+pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
     let top = text.and_then(top_level).unwrap_or_default();
     let strings = |v: Option<&Value>| -> Option<Vec<String>> {
         match v? {
@@ -167,24 +167,35 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<String> {
         None => all_modalities.to_vec(),
     };
     let mut out = BTreeMap::new();
-    for &m in &modalities {
+    let case = name.to_string();
+    for &modality in &modalities {
         for &ep in &eps {
-            for &d in &dtypes {
-                for level in Level::for_modality(&levels, m) {
-                    out.insert(format!("{name}/{m}/{ep}/{d}/{level}"), ());
+            for &dtype in &dtypes {
+                for level in Level::for_modality(&levels, modality) {
+                    let id = TrialId::Conformance { case: case.clone(), modality, ep, dtype, level };
+                    out.insert(id.to_string(), id);
                 }
             }
         }
     }
-    for task in strings(top.get("accuracy")).unwrap_or_default() {
+    // An accuracy entry is a task file's path, or a map naming it in `task`.
+    let tasks: Vec<String> = match top.get("accuracy") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_string).or_else(|| x.get("task").and_then(Value::as_str).map(str::to_string)))
+            .collect(),
+        other => strings(other).unwrap_or_default(),
+    };
+    for task in tasks {
         let task = Path::new(&task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
         for &ep in &eps {
-            for &d in &dtypes {
-                out.insert(format!("{task}/{name}/{ep}/{d}/accuracy"), ());
+            for &dtype in &dtypes {
+                let id = TrialId::Accuracy { task: task.clone(), case: case.clone(), ep, dtype };
+                out.insert(id.to_string(), id);
             }
         }
     }
-    out.into_keys().collect()
+    out.into_values().collect()
 }
 
 #[cfg(test)]
@@ -194,8 +205,9 @@ mod tests {
     #[test]
     fn a_broken_case_plans_what_its_text_says_or_everything() {
         let text = "model_id: x\nlevel: L4\nmatrix:\n  eps: [cpu]\n  dtypes: [f32, int4]\nbogus: 1\naccuracy: [cases/tasks/t.yaml]\n";
+        let names = |ids: Vec<TrialId>| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
         assert_eq!(
-            expected_trials("x", Some(text)),
+            names(expected_trials("x", Some(text))),
             [
                 "t/x/cpu/f32/accuracy",
                 "t/x/cpu/int4/accuracy",
@@ -205,8 +217,12 @@ mod tests {
                 "x/text/cpu/int4/genai"
             ]
         );
-        let all = expected_trials("x", Some("model_id: [unclosed"));
+        let all = names(expected_trials("x", Some("model_id: [unclosed")));
         assert_eq!(all.len(), 3 * 4 * (3 + 4 + 4 + 5), "every ep, dtype, modality and level (genai included): {all:?}");
         assert!(all.contains(&"x/image+audio/cuda/bf16/audio_encoder".to_string()));
+        // An accuracy entry that is a map names its task in `task`: a broken case still plans that trial.
+        let text =
+            "model_id: x\nlevel: L4\nmatrix: {eps: [cpu], dtypes: [f32]}\naccuracy: [{task: cases/tasks/k.yaml, limit: 3}]\nbogus: 1\n";
+        assert!(names(expected_trials("x", Some(text))).contains(&"k/x/cpu/f32/accuracy".to_string()));
     }
 }

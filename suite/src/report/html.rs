@@ -6,11 +6,11 @@
 
 use std::fmt::Write;
 
-use super::detail::{Accuracy, Component, Detail, Generation, Prefill, Profile};
 use super::matrix;
 use super::summary::{Run, headline, verdict_line};
 use super::svg::{self, LineChart, Series};
-use crate::trial::{Finished, Status};
+use crate::judge::detail::{Accuracy, Component, Detail, Generation, Prefill, Profile};
+use crate::outcome::{Finished, Status};
 
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -123,7 +123,7 @@ pub fn page(trials: &[Finished], run: &Run) -> String {
                 "<li><a href=\"#{}\"><code>{}</code></a>: {}</li>",
                 anchor(*i, &t.name),
                 escape(&t.name),
-                escape(headline(&t.name, &t.outcome.message))
+                escape(&headline(&t.name, &t.outcome))
             );
         }
         s.push_str("</ul>");
@@ -343,8 +343,8 @@ fn accuracy(d: &Accuracy, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::detail::StepPoint;
-    use crate::trial::Outcome;
+    use crate::judge::detail::StepPoint;
+    use crate::outcome::Outcome;
 
     #[test]
     fn the_page_links_every_matrix_mark_to_its_trial_and_draws_the_stream() {

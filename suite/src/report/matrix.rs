@@ -3,7 +3,8 @@
 //! suite's public interface: `<case>/<modality>/<ep>/<dtype>/<level>`, `<task>/<case>/<ep>/<dtype>/accuracy`, and
 //! `<case>/case` for a case that does not load.
 
-use crate::trial::{Finished, Status};
+use crate::outcome::{Finished, Status};
+use crate::vocab::Level;
 
 /// A trial's place in the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,19 +17,19 @@ pub struct Coords {
 }
 
 pub fn coords(name: &str) -> Coords {
-    let parts: Vec<&str> = name.split('/').collect();
-    let (row, column, level) = match parts.as_slice() {
-        [task, case, ep, dtype, "accuracy"] => (format!("{case} · accuracy"), format!("{ep}/{dtype}"), task.to_string()),
-        [case, modality, ep, dtype, level] => {
-            let short = match *level {
-                "vision_encoder" => "vision",
-                "audio_encoder" => "audio",
-                l => l,
+    use crate::vocab::TrialId;
+    let (row, column, level) = match TrialId::parse(name) {
+        Some(TrialId::Accuracy { task, case, ep, dtype }) => (format!("{case} · accuracy"), format!("{ep}/{dtype}"), task),
+        Some(TrialId::Conformance { case, modality, ep, dtype, level }) => {
+            let short = match level {
+                Level::VisionEncoder => "vision".to_string(),
+                Level::AudioEncoder => "audio".to_string(),
+                l => l.to_string(),
             };
-            (format!("{case} · {modality}"), format!("{ep}/{dtype}"), short.to_string())
+            (format!("{case} · {modality}"), format!("{ep}/{dtype}"), short)
         }
-        [case, "case"] => (case.to_string(), "case".into(), "case".into()),
-        _ => (name.to_string(), String::new(), String::new()),
+        Some(TrialId::Case { case }) => (case, "case".into(), "case".into()),
+        None => (name.to_string(), String::new(), String::new()),
     };
     Coords { row, column, level }
 }
@@ -121,7 +122,7 @@ pub fn build(trials: &[Finished]) -> Matrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trial::Outcome;
+    use crate::outcome::Outcome;
 
     fn done(name: &str, status: Status) -> Finished {
         let outcome = Outcome { status, ..Outcome::skip("") };

@@ -11,8 +11,8 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use crate::golden::GenerationGolden;
-use crate::verdict::{DivergenceKind, GenerationReport};
+use crate::judge::golden::GenerationGolden;
+use crate::judge::verdict::{DivergenceKind, GenerationReport};
 
 thread_local! {
     static QUIET: Cell<bool> = const { Cell::new(false) };
@@ -90,7 +90,14 @@ pub fn render(
 
 /// Compares `content` with the committed snapshot through insta. `Ok(())` when it matches; otherwise the message
 /// to show (insta has printed the diff, and written a `.snap.new` unless running under CI).
-pub fn assert(dir: &Path, name: &str, content: &str, description: &str, root: &Path) -> Result<(), String> {
+pub fn assert(
+    dir: &Path,
+    name: &str,
+    content: &str,
+    description: &str,
+    root: &Path,
+    mode: crate::context::SnapshotMode,
+) -> Result<(), String> {
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(dir);
     settings.set_prepend_module_to_snapshot(false);
@@ -103,8 +110,8 @@ pub fn assert(dir: &Path, name: &str, content: &str, description: &str, root: &P
     match result {
         Ok(()) => Ok(()),
         Err(_) => {
-            let snap = crate::trial::relative(root, &path(dir, name));
-            let written = if std::env::var_os("CI").is_some() {
+            let snap = crate::paths::relative(root, &path(dir, name));
+            let written = if mode == crate::context::SnapshotMode::NoUpdate {
                 "nothing written (CI is set)".to_string()
             } else {
                 format!("new output written to {snap}.new")

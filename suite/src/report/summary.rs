@@ -4,15 +4,24 @@
 
 use std::fmt::Write;
 
-use super::detail::Detail;
 use super::matrix::{self, LEGEND};
-use crate::trial::{Finished, Status};
+use crate::judge::detail::Detail;
+use crate::outcome::{Counts, Finished, Outcome, Status};
 
 /// What a report says about the run as a whole.
 #[derive(Debug, Clone)]
 pub struct Run {
     pub device: String,
     pub wall_seconds: f64,
+}
+
+/// "3 passed, 0 ambiguous, 0 accepted, 1 xfail, 2 skipped, 0 failed": how a set of finished trials ended.
+pub fn tally(rows: &[Finished]) -> String {
+    let c = Counts::of(rows);
+    format!(
+        "{} passed, {} ambiguous, {} accepted, {} xfail, {} skipped, {} failed",
+        c.pass, c.ambiguous, c.accepted, c.xfail, c.skip, c.fail
+    )
 }
 
 /// How many trials ended each way, most urgent first: "1 failed · 100 passed · 2 ambiguous · 9 skipped".
@@ -43,13 +52,13 @@ pub fn verdict_line(trials: &[Finished], run: &Run) -> String {
     )
 }
 
-/// The line that says why a trial ended as it did: its first reason (`  - ...`), else its first line without the
-/// trial's own name (which the reader already sees).
-pub fn headline<'a>(name: &str, message: &'a str) -> &'a str {
-    let reason = message.lines().map(str::trim_start).find_map(|l| l.strip_prefix("- "));
+/// The line that says why a trial ended as it did: its judgement's first reason, else its message's first line
+/// without the trial's own name (which the reader already sees).
+pub fn headline(name: &str, outcome: &Outcome) -> String {
+    let reason = outcome.judgement.as_ref().and_then(|j| j.reasons().first().and_then(|r| r.lines().next()).map(str::to_string));
     reason.unwrap_or_else(|| {
-        let first = message.lines().next().unwrap_or("");
-        first.strip_prefix(name).map_or(first, |r| r.trim_start_matches(':').trim_start())
+        let first = outcome.message.lines().next().unwrap_or("");
+        first.strip_prefix(name).map_or(first, |r| r.trim_start_matches(':').trim_start()).to_string()
     })
 }
 
@@ -89,7 +98,7 @@ pub fn markdown(trials: &[Finished], run: &Run) -> String {
     if !failed.is_empty() {
         let _ = writeln!(s, "### Failures ({})\n", failed.len());
         for t in &failed {
-            details(&mut s, &format!("❌ {}: {}", t.name, headline(&t.name, &t.outcome.message)), &t.outcome.message);
+            details(&mut s, &format!("❌ {}: {}", t.name, headline(&t.name, &t.outcome)), &t.outcome.message);
         }
     }
 
@@ -113,11 +122,7 @@ pub fn markdown(trials: &[Finished], run: &Run) -> String {
         let _ = writeln!(s, "### Passes to look at ({})\n", shown.len());
         for t in shown {
             let o = &t.outcome;
-            details(
-                &mut s,
-                &format!("{} {} {}: {}", matrix::mark(o.status), o.status.name(), t.name, headline(&t.name, &o.message)),
-                &o.message,
-            );
+            details(&mut s, &format!("{} {} {}: {}", matrix::mark(o.status), o.status.name(), t.name, headline(&t.name, o)), &o.message);
         }
     }
 
@@ -257,15 +262,36 @@ fn skips(s: &mut String, trials: &[Finished]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trial::Outcome;
+    use crate::outcome::Outcome;
 
     fn done(name: &str, o: Outcome) -> Finished {
         Finished { name: name.into(), outcome: o, seconds: 0.5 }
     }
 
+    /// A failed L5 trial whose judgement gives `reasons`, with `message` as its rendered text.
+    fn judged(message: &str, reasons: &[&str]) -> Outcome {
+        use crate::judge::verdict::{GenerationReport, Verdict};
+        use crate::outcome::Judgement;
+        let r = GenerationReport {
+            verdict: Verdict::Fail,
+            reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            expected: vec![1, 2],
+            got: vec![1, 3],
+            matches: 1,
+            ratio: 0.5,
+            first_divergence: None,
+            teacher_forced: None,
+            tolerance: crate::judge::tolerance::Tolerance::builtin(crate::vocab::Level::L5, crate::vocab::Dtype::F32),
+        };
+        Outcome { judgement: Some(Judgement::Generation(Box::new(r))), ..Outcome::fail(message) }
+    }
+
     #[test]
     fn verdict_first_then_failures_matrix_and_grouped_skips() {
-        let fail = Outcome::fail("q/text/default/f32/L5: L5 FAIL (cases/q.yaml)\n  - step 3 is a real divergence\n  ```x```\n");
+        let fail = judged(
+            "q/text/default/f32/L5: L5 FAIL (cases/q.yaml)\n  - step 3 is a real divergence\n  ```x```\n",
+            &["step 3 is a real divergence"],
+        );
         let rows = [
             done("q/text/default/f32/L4", Outcome { status: Status::Pass, ..Outcome::skip("") }),
             done("q/text/default/f32/L5", fail),
@@ -286,7 +312,9 @@ mod tests {
 
     #[test]
     fn headline_is_the_first_reason_or_the_first_line_without_the_name() {
-        assert_eq!(headline("t", "t: L4 FAIL (x)\n  - 3 of 9 logits outside\n  - cosine"), "3 of 9 logits outside");
-        assert_eq!(headline("t/case", "t/case: the case does not load:\n  bad"), "the case does not load:");
+        // The judgement's first reason (its first line), never a line searched for in the message.
+        let o = judged("t: L5 FAIL\n  - not this", &["3 of 9 tokens differ\n  and more", "later"]);
+        assert_eq!(headline("t", &o), "3 of 9 tokens differ");
+        assert_eq!(headline("t/case", &Outcome::fail("t/case: the case does not load:\n  - bad")), "the case does not load:");
     }
 }

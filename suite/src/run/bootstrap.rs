@@ -49,12 +49,7 @@ pub fn target_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
         return PathBuf::from(dir);
     }
-    workspace_root().join("target")
-}
-
-/// The repository root (the folder holding the workspace `Cargo.toml`).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+    crate::paths::workspace_root().join("target")
 }
 
 /// Where the library is, installing it first if need be. For [`Flavor::Gpu`] the NVIDIA libraries found beside it

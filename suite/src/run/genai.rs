@@ -1,7 +1,7 @@
 //! onnxruntime-genai, the runtime these packages ship for, bound through its C API and loaded at run time.
 //!
 //! The library is `onnxruntime_genai/libonnxruntime-genai.so` from the PyPI wheel `onnxruntime-genai==0.18.0`, found
-//! the way ONNX Runtime is ([`crate::bootstrap`]): `GENAI_DYLIB_PATH`, else the cache under `target/`, else installed
+//! the way ONNX Runtime is ([`crate::run::bootstrap`]): `GENAI_DYLIB_PATH`, else the cache under `target/`, else installed
 //! there once with `pip --require-hashes` from `suite/locks/onnxruntime-genai-0.18.0.txt`, under a file lock and an
 //! atomic rename. genai has no ONNX Runtime of its own: it binds to the one already loaded in the process (it looks
 //! for `libonnxruntime.so.1` with `RTLD_NOLOAD` first), so the suite loads its pinned ONNX Runtime before genai.
@@ -16,9 +16,9 @@ use std::sync::OnceLock;
 
 use libloading::Library;
 
-use crate::bootstrap;
 use crate::error::{Error, Result, bail};
-use crate::runtime::{self, Provider};
+use crate::run::bootstrap;
+use crate::run::runtime::{self, Provider};
 
 /// The onnxruntime-genai release the suite is pinned to.
 pub const GENAI_VERSION: &str = "0.18.0";
@@ -315,7 +315,7 @@ impl Model {
                     None => logits(api, generator.ptr)?,
                     Some(l) => l,
                 };
-                chosen.push(crate::logits::argmax(&l) as i64);
+                chosen.push(crate::numeric::argmax(&l) as i64);
                 api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
                 if !(api.is_done)(generator.ptr) {
                     step_logits = Some(logits(api, generator.ptr)?);

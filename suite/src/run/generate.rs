@@ -6,9 +6,9 @@ use ort::session::SessionInputValue;
 use ort::value::{DynValue, Tensor};
 
 use crate::error::{Error, Result, bail};
-use crate::logits::{TopK, argmax};
-use crate::package::Component;
-use crate::runtime::{Decoder, Encoder, PositionLogits, StepInput};
+use crate::feed::package::Component;
+use crate::numeric::{PositionLogits, Step, TopK, argmax};
+use crate::run::runtime::{Decoder, Encoder, StepInput};
 
 /// Rejects logits a verdict cannot reason about, naming where the first bad value is.
 pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
@@ -111,17 +111,6 @@ pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &
     Ok((out.logits, positions))
 }
 
-/// One generation step as the package saw it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    /// The package's own greedy choice at this step.
-    pub chosen: i64,
-    pub top: TopK,
-    /// The package's logits at the ids the caller watches at this step (the reference's stored top-k), in order:
-    /// what a per-step verdict needs, without keeping whole vocabulary-sized vectors.
-    pub watched: Vec<f32>,
-}
-
 /// A greedy run: what the package chose at every step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generated {
@@ -152,10 +141,10 @@ pub fn greedy(
     watch: &[&[i64]],
 ) -> Result<Generated> {
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
-    if limit > crate::golden::MAX_NEW_TOKENS as usize {
+    if limit > crate::vocab::MAX_NEW_TOKENS as usize {
         bail!(
             "asked for {limit} new tokens; at most {} are generated (a case or golden past that is refused)",
-            crate::golden::MAX_NEW_TOKENS
+            crate::vocab::MAX_NEW_TOKENS
         );
     }
     let mut run = decoder.start(prompt.len() + limit)?;

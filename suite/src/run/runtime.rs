@@ -12,43 +12,11 @@ use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, Memory
 use ort::session::{IoBinding, Session};
 use ort::value::{DynValue, Tensor, TensorElementType};
 
-use crate::bootstrap::{self, Flavor};
 use crate::error::{Error, Result, bail};
-use crate::sessions::{self, SessionCache, Shared};
-
-/// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Device {
-    Cpu,
-    Cuda { id: i32 },
-}
-
-impl Device {
-    pub fn from_env() -> Result<Device> {
-        let var = ["MOBIUS_TEST_DEVICE", "MOBIUS_TEST_EP"].into_iter().find_map(|k| std::env::var(k).ok().map(|v| (k, v)));
-        match var {
-            None => Ok(Device::Cpu),
-            Some((k, v)) => Device::parse(&v).ok_or_else(|| Error::new(format!("{k}={v:?}: expected `cpu`, `cuda` or `cuda:<device id>`"))),
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Device> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "cpu" => Some(Device::Cpu),
-            "cuda" | "gpu" => Some(Device::Cuda { id: 0 }),
-            other => other.strip_prefix("cuda:").and_then(|id| id.parse().ok()).map(|id| Device::Cuda { id }),
-        }
-    }
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.write_str("cpu"),
-            Device::Cuda { id } => write!(f, "cuda:{id}"),
-        }
-    }
-}
+use crate::numeric::PositionLogits;
+use crate::run::bootstrap::{self, Flavor};
+use crate::run::sessions::{self, SessionCache, Shared};
+use crate::vocab::{Device, Ep};
 
 /// The execution provider a session is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,7 +101,7 @@ fn runtime() -> Result<&'static Runtime> {
 }
 
 /// Loads ONNX Runtime (the build the run's device chose, [`use_device`]) into the process, if no session has yet:
-/// onnxruntime-genai binds to the image already loaded ([`crate::genai`]).
+/// onnxruntime-genai binds to the image already loaded ([`crate::run::genai`]).
 pub fn load() -> Result<()> {
     runtime().map(|_| ())
 }
@@ -224,7 +192,7 @@ pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
         // `position_ids`) reads past and writes present in one buffer.
         let share_buffer = !io.has_position_ids
             && io.has_attention_mask
-            && model.parent().and_then(|p| crate::package::GenaiConfig::load(p).ok()).is_some_and(|c| c.share_buffer);
+            && model.parent().and_then(|p| crate::feed::package::GenaiConfig::load(p).ok()).is_some_and(|c| c.share_buffer);
         Ok(Loaded::Decoder(Arc::new(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })))
     })?;
     match loaded {
@@ -484,15 +452,6 @@ impl StepInput {
             StepInput::Embeds { len, .. } => *len,
         }
     }
-}
-
-/// One prompt position's logits in brief, as a verdict over every position needs them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PositionLogits {
-    /// The logits at the ids watched at this position (NaN for an id outside the vocabulary).
-    pub watched: Vec<f32>,
-    /// log(sum(exp(logits))) over the vocabulary, in float64 (NaN when a logit is not finite).
-    pub logsumexp: f64,
 }
 
 /// What one forward call returns: the logits of its last `rows` positions (as f32, row after row).
@@ -830,7 +789,7 @@ fn sum_up_rows(v: &DynValue, ty: Float, watch: &[&[i64]]) -> Result<Vec<Position
             .zip(watch)
             .map(|(row, ids)| PositionLogits {
                 watched: ids.iter().map(|&id| usize::try_from(id).ok().and_then(|i| row.get(i)).map_or(f32::NAN, |&x| f(x))).collect(),
-                logsumexp: crate::logits::logsumexp(row.iter().map(|&x| f(x))),
+                logsumexp: crate::numeric::logsumexp(row.iter().map(|&x| f(x))),
             })
             .collect())
     }
@@ -859,6 +818,18 @@ fn read_last_rows_into(v: &DynValue, ty: Float, t: i64, rows: usize, out: &mut V
         Float::F32 => last::<f32>(v, t, rows, out, |x| x),
         Float::F16 => last::<half::f16>(v, t, rows, out, half::f16::to_f32),
         Float::Bf16 => last::<half::bf16>(v, t, rows, out, half::bf16::to_f32),
+    }
+}
+
+/// Which execution provider runs a variant on `device`, or why it cannot run here.
+pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, String> {
+    match (ep, device) {
+        (Ep::Cpu, _) => Ok(Provider::Cpu),
+        (Ep::Default, Device::Cpu) => Ok(Provider::Cpu),
+        (Ep::Default | Ep::Cuda, Device::Cuda { id }) => Ok(Provider::Cuda { id }),
+        (Ep::Cuda, Device::Cpu) => {
+            Err("a `cuda` build needs the CUDA execution provider; run with MOBIUS_TEST_DEVICE=cuda on a GPU machine".into())
+        }
     }
 }
 

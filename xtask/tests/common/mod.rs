@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use mobius_conformance::bootstrap::workspace_root;
-use mobius_conformance::golden::{GenerationGolden, PrefillGolden};
+use mobius_conformance::judge::golden::{GenerationGolden, PrefillGolden};
+use mobius_conformance::paths::workspace_root;
 
 /// The raw outputs that would give exactly the committed goldens: full prefill logits, and per step the golden's
 /// top-10 over a floor that none of them reaches.

@@ -1,0 +1,89 @@
+//! The run's settings, read from the environment once, by the faces (the harness, xtask), and handed to every stage
+//! that needs one. The library's stages never read `CI` or the other settings themselves, so tests set each field
+//! both ways on any machine.
+
+use crate::error::{Error, Result};
+use crate::vocab::Device;
+
+/// What a run is told from outside: whether it gates a merge, whether absent models fail, and where it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunContext {
+    /// Pre-merge gating (`CI` set): a missing golden, baseline, inputs file or real-tier package fails instead of
+    /// skipping; `ci_skip_reason` skips; snapshots are never written; a gate too small to decide fails.
+    pub ci: bool,
+    /// A model missing from the Hugging Face cache fails instead of skipping (`MOBIUS_REQUIRE_MODELS=1`,
+    /// `cargo xtask ci --require`; a case can ask for it alone with `required: true`).
+    pub require_models: bool,
+    /// Where the trials run (`MOBIUS_TEST_DEVICE`).
+    pub device: Device,
+}
+
+impl RunContext {
+    /// A local run on the CPU: not CI, models not required.
+    pub fn local() -> RunContext {
+        RunContext { ci: false, require_models: false, device: Device::Cpu }
+    }
+
+    /// The settings as the environment gives them. A setting with a value it does not accept is an error naming it.
+    pub fn from_env() -> Result<RunContext> {
+        Ok(RunContext {
+            ci: ci_from(std::env::var("CI").ok().as_deref()),
+            require_models: flag("MOBIUS_REQUIRE_MODELS", std::env::var("MOBIUS_REQUIRE_MODELS").ok().as_deref())?,
+            device: Device::from_env()?,
+        })
+    }
+
+    /// What snapshot review may do in this run.
+    pub fn snapshots(&self) -> SnapshotMode {
+        if self.ci { SnapshotMode::NoUpdate } else { SnapshotMode::WriteNew }
+    }
+}
+
+/// What a snapshot that does not match may leave behind (insta's `snapshot_update_behavior`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotMode {
+    /// Under CI: nothing is written.
+    NoUpdate,
+    /// Locally: the new output beside the committed one, as `.snap.new`, for `cargo insta review`.
+    WriteNew,
+}
+
+/// `CI` as CI systems set it (`true`, `1`, a system's name): set and not empty, `0` or `false`, means a CI run.
+pub fn ci_from(value: Option<&str>) -> bool {
+    value.map(str::trim).is_some_and(|v| !v.is_empty() && !v.eq_ignore_ascii_case("false") && v != "0")
+}
+
+/// A boolean setting of the suite's own: unset, `0` or `false` is off; `1` or `true` is on (any case); anything
+/// else is an error naming the setting, never a silent "off".
+pub fn flag(name: &str, value: Option<&str>) -> Result<bool> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(false),
+        Some(v) if v == "0" || v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) if v == "1" || v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) => Err(Error::new(format!("{name}={v:?}: expected 1 or 0, true or false (any case)"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_take_the_documented_set_and_refuse_the_rest() {
+        for (v, want) in
+            [(None, false), (Some(""), false), (Some("0"), false), (Some("FALSE"), false), (Some("1"), true), (Some("True"), true)]
+        {
+            assert_eq!(flag("X", v).unwrap(), want, "{v:?}");
+        }
+        for v in ["2", "yes", "TRUE!", "on"] {
+            let e = flag("MOBIUS_REQUIRE_MODELS", Some(v)).unwrap_err().to_string();
+            assert!(e.contains("MOBIUS_REQUIRE_MODELS") && e.contains(v), "{e}");
+        }
+    }
+
+    #[test]
+    fn ci_is_set_unless_empty_zero_or_false() {
+        assert!(ci_from(Some("true")) && ci_from(Some("1")) && ci_from(Some("woodpecker")));
+        assert!(!ci_from(None) && !ci_from(Some("")) && !ci_from(Some("0")) && !ci_from(Some("false")));
+    }
+}

@@ -1,0 +1,59 @@
+//! The accuracy level: the package's benchmark accuracy on one task against the reference's baseline.
+
+use super::Trial;
+use crate::accuracy::gate;
+use crate::error::{Error, Result};
+use crate::judge::detail::{self, Detail};
+use crate::judge::xfail::{Failure, FailureKind};
+use crate::outcome::{Judgement, Outcome, Status};
+use crate::paths;
+
+impl Trial<'_> {
+    /// The accuracy gate on one task: the package's benchmark accuracy against the reference's baseline.
+    pub(super) fn run_accuracy(&self, task_file: &str, task_name: &str, source: &crate::accuracy::task::Source) -> Result<Outcome> {
+        let (provider, package) = match self.placement() {
+            Ok(p) => p,
+            Err(skip) => return Ok(skip),
+        };
+        let baseline_path = self.suite.baseline_path(task_name, &self.case.name);
+        if !baseline_path.is_file() {
+            return Ok(self.missing(&baseline_path));
+        }
+        let baseline_file = self.rel(&baseline_path);
+        paths::confine(&self.suite.root, &baseline_path, "baseline", paths::SUITE_HINT)?;
+        let baseline = gate::Baseline::load(&baseline_path, &baseline_file)?;
+        let tokenizer = self.tokenizer(&package)?;
+        let loaded = crate::accuracy::task::load_items_with(&self.suite.root, task_file, source, &tokenizer)
+            .map_err(|e| e.context(&self.case.file))?;
+        let (task, items) = (&loaded.0, &loaded.1);
+        if baseline.requests_hash != gate::requests_hash(items) {
+            return Err(Error::new(format!(
+                "baseline is stale: {baseline_file} was made from other requests than {task_file} and {} give now \
+                 (the task, its data or the tokenizer changed)\n  regenerate: {}",
+                tokenizer.path.display(),
+                self.regenerate()
+            )));
+        }
+        let decoder = match self.decoder(&package, provider)? {
+            Ok(d) => d,
+            Err(skip) => return Ok(skip),
+        };
+        let eos = self.eos_ids(&package)?;
+        let got = crate::accuracy::eval::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
+        let policy = task.spec.gate_policy(self.ctx.ci);
+        let r = gate::judge(items, &got, &baseline, task.spec.metric, &policy).map_err(|e| e.context(&baseline_file))?;
+        let message = crate::report::gate::render(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());
+        Ok(Outcome {
+            status: if r.pass { Status::Pass } else { Status::Fail },
+            message,
+            // The largest log-likelihood difference; the change in accuracy is the detail's own number.
+            max_abs_diff: r.max_loglik_diff,
+            detail: Some(Box::new(Detail::Accuracy(detail::accuracy(task.spec.metric.name(), &r)))),
+            failure: (!r.pass).then(|| {
+                Box::new(Failure { kind: FailureKind::Accuracy, max_abs_diff: r.max_loglik_diff, first_step: None, first_position: None })
+            }),
+            judgement: Some(Judgement::Accuracy(Box::new(r))),
+            ..Outcome::new(Status::Pass, "")
+        })
+    }
+}

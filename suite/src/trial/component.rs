@@ -1,0 +1,37 @@
+//! The component levels: a media encoder's features against the reference's, and that they reach the decoder.
+
+use super::{Prepared, Trial};
+use crate::error::{Error, Result};
+use crate::feed::inputs::Inputs;
+use crate::judge::component::{self, ComponentOutputs};
+use crate::judge::detail::{self, Detail};
+use crate::outcome::{Judgement, Outcome};
+use crate::report;
+use crate::run::generate;
+use crate::run::pipeline::{self, Pipeline};
+use crate::run::runtime::Decoder;
+
+impl Trial<'_> {
+    pub(super) fn run_component(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
+        let golden_file = &p.golden_file;
+        let bytes = std::fs::read(&p.golden_path).map_err(|e| Error::new(format!("{golden_file}: {e}")))?;
+        let features = Inputs::from_safetensors(golden_file, &bytes)?;
+        let (_, tensor) = self.level.features();
+        let (want_shape, want) = pipeline::reference_features(&features, tensor, golden_file)?;
+        let prefill = |pl: &Pipeline| generate::prefill(decoder, &pl.front(), p.inputs.input_ids());
+        let run = pipeline.component_outputs(self.level, prefill)?;
+        let got = ComponentOutputs { shape: &run.shape, features: &run.features, with: &run.with, zeroed: &run.zeroed };
+        let r = component::judge(self.level, &got, want_shape, want, &p.tol);
+        let d = detail::component(r.component, &run.features, want, r.cols, r.tolerance.atol, r.moved);
+        Ok(Outcome {
+            status: r.verdict.into(),
+            message: report::component(self.name, &r, golden_file, &self.regenerate()),
+            max_abs_diff: Some(r.comparison.max_abs),
+            detail: Some(Box::new(Detail::Component(d))),
+            // Encoder levels cannot be named in an xfail yet: their failures are never expected.
+            failure: None,
+            judgement: Some(Judgement::Component(Box::new(r))),
+            ..Outcome::new(crate::outcome::Status::Pass, "")
+        })
+    }
+}

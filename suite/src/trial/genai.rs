@@ -1,0 +1,115 @@
+//! The genai level: the package as onnxruntime-genai runs it (its config, model, processor and greedy generator),
+//! judged against the L4 and L5 goldens that exist.
+
+use std::path::{Path, PathBuf};
+
+use super::{Prepared, Trial};
+use crate::error::Result;
+use crate::feed::inputs::Inputs;
+use crate::feed::tokenizer::TextTokenizer;
+use crate::judge::genai_level::{self, Feed, GenaiReport};
+use crate::judge::golden::{GenerationGolden, GoldenPaths};
+use crate::judge::tolerance::Policy;
+use crate::outcome::{Judgement, Outcome, Status};
+use crate::report;
+use crate::run::generate;
+use crate::run::runtime::{self, Provider};
+use crate::vocab::{Dtype, Level, Modality};
+
+impl Trial<'_> {
+    /// The package through onnxruntime-genai: the prompt's ids appended to its generator, greedy to the golden's
+    /// length, judged against the L4 and L5 goldens that exist. A package genai refuses fails with genai's message.
+    pub(super) fn run_genai(&self, p: &Prepared, provider: Provider) -> Result<Outcome> {
+        if let Provider::Cuda { .. } = provider {
+            return Ok(Outcome::skip(format!(
+                "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, which \
+                 the suite does not pin yet",
+                crate::run::genai::GENAI_VERSION
+            )));
+        }
+        let (package, paths, inputs, policy) = (&p.package, &p.paths, &p.inputs, p.policy);
+        if self.modality != Modality::Text {
+            return self.run_genai_media(package, provider, paths, inputs, &p.tokenizer, policy);
+        }
+        let prefill = if paths.prefill.is_file() { Some(self.prefill_golden(&paths.prefill, p.prompt, inputs)?) } else { None };
+        let full = match &prefill {
+            Some(g) => g.full_logits(&paths.prefill)?,
+            None => None,
+        };
+        let generation = if paths.generation.is_file() { Some(self.generation_golden(&paths.generation, p.prompt, inputs)?) } else { None };
+        let (prefill_file, generation_file) = (self.rel(&paths.prefill), self.rel(&paths.generation));
+        let max_new = self.max_new(generation.as_ref());
+        let run = match crate::run::genai::greedy(package, provider, inputs.input_ids(), max_new) {
+            Ok(run) => run,
+            // As for the suite's own runner: a half-precision build the CPU EP has no kernels for skips, naming the node.
+            Err(e) if matches!(self.variant.dtype, Dtype::F16 | Dtype::Bf16) && provider == Provider::Cpu => {
+                let Some(why) = runtime::cpu_cannot_run(&e, self.variant.dtype == Dtype::Bf16) else { return Err(e) };
+                return Ok(Outcome::skip(format!(
+                    "ONNX Runtime's CPU execution provider (under onnxruntime-genai) cannot run this {} build: {why}; run it with MOBIUS_TEST_DEVICE=cuda",
+                    self.variant.dtype
+                )));
+            }
+            Err(e) => {
+                return Err(e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))));
+            }
+        };
+        generate::check_finite(&run.prefill_logits, 0).map_err(|e| e.context(format!("onnxruntime-genai on {}", self.rel(package))))?;
+        // genai is judged as L4 and L5 are: each with its level's tolerance, the case's override checked against both.
+        let (tol4, tol5) = (self.tolerance(policy, Level::L4)?, self.tolerance(policy, Level::L5)?);
+        let goldens = genai_level::Goldens {
+            prefill: prefill.as_ref().map(|g| (g, full.as_deref(), &tol4, prefill_file.as_str())),
+            generation: generation.as_ref().map(|g| (g, &tol5, generation_file.as_str())),
+        };
+        let feed = Feed::Ids { library: run.library.clone(), version: crate::run::genai::GENAI_VERSION, generated: run.tokens.len() };
+        let r = genai_level::judge(feed, None, Some(&run.prefill_logits), &run.tokens, &goldens);
+        let regenerate = self.regenerate();
+        let ctx = self.report_context(&p.tokenizer, &generation_file, &regenerate, policy);
+        Ok(genai_outcome(report::genai(&ctx, &r), r))
+    }
+
+    /// A media prompt through genai's own processor: the prompt it builds must be Hugging Face's (else the trial
+    /// fails showing both), and its greedy tokens on what it built are judged against the L5 golden.
+    pub(super) fn run_genai_media(
+        &self,
+        package: &Path,
+        provider: Provider,
+        paths: &GoldenPaths,
+        inputs: &Inputs,
+        tokenizer: &TextTokenizer,
+        policy: &Policy,
+    ) -> Result<Outcome> {
+        let hf = inputs.input_ids();
+        let prompt = tokenizer.decode_raw(&crate::judge::genai_level::placeholder_ids(hf));
+        let media = |files: &[String], wanted: bool| -> Vec<PathBuf> {
+            if wanted { files.iter().map(|f| self.suite.root.join(f)).collect() } else { Vec::new() }
+        };
+        let images = media(&self.case.spec.inputs.images, matches!(self.modality, Modality::Image | Modality::ImageAudio));
+        let audio = media(&self.case.spec.inputs.audio, matches!(self.modality, Modality::Audio | Modality::ImageAudio));
+        let generation = if paths.generation.is_file() { Some(GenerationGolden::load(&paths.generation)?) } else { None };
+        let max_new = self.max_new(generation.as_ref());
+        let run = crate::run::genai::Model::load(package, provider)
+            .and_then(|m| m.greedy_media(&prompt, &images, &audio, max_new))
+            .map_err(|e| e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))))?;
+        let text = |ids: &[i64]| tokenizer.decode_raw(ids);
+        let difference = genai_level::prompt_difference(hf, &run.processor_ids, &text);
+        let tol = self.tolerance(policy, Level::L5)?;
+        let file = self.rel(&paths.generation);
+        let goldens = genai_level::Goldens { prefill: None, generation: generation.as_ref().map(|g| (g, &tol, file.as_str())) };
+        let r = genai_level::judge(Feed::Processor { modality: self.modality }, difference, None, &run.tokens, &goldens);
+        let regenerate = self.regenerate();
+        let ctx = self.report_context(tokenizer, &file, &regenerate, policy);
+        Ok(genai_outcome(report::genai(&ctx, &r), r))
+    }
+}
+
+fn genai_outcome(message: String, r: GenaiReport) -> Outcome {
+    Outcome {
+        status: r.status.into(),
+        message,
+        max_abs_diff: r.max_abs_diff,
+        first_divergence: r.first_divergence,
+        failure: r.failure.map(Box::new),
+        judgement: Some(Judgement::Genai(Box::new(r))),
+        ..Outcome::new(Status::Pass, "")
+    }
+}

@@ -1,0 +1,107 @@
+//! L5: greedy generation with the KV cache. The tokens against the reference's, the first divergence classified,
+//! a teacher-forced re-run, and every decode step's logits at the reference's stored ids.
+
+use std::path::Path;
+
+use super::{Prepared, Trial};
+use crate::error::Result;
+use crate::judge::detail::{self, Detail};
+use crate::judge::golden::PrefillGolden;
+use crate::judge::tolerance::Tolerance;
+use crate::judge::verdict::{self, Verdict};
+use crate::judge::xfail::{Failure, FailureKind};
+use crate::outcome::{Judgement, Outcome, Status};
+use crate::report::{self, snapshot};
+use crate::run::generate;
+use crate::run::pipeline::Pipeline;
+use crate::run::runtime::Decoder;
+
+impl Trial<'_> {
+    pub(super) fn run_generation(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
+        let (inputs, tol, golden_file) = (&p.inputs, &p.tol, &p.golden_file);
+        let golden = self.generation_golden(&p.golden_path, p.prompt, inputs)?;
+        // The stream's length is part of what the golden pins: a case asking for another length has a golden made
+        // for a different check.
+        let case_max = self.case.max_new_tokens();
+        if let Some(g) = golden.max_new_tokens
+            && g != case_max
+        {
+            return Err(self.stale(format!(
+                "{golden_file} was made with max_new_tokens {g}, but {} field `generation.max_new_tokens` is {case_max}",
+                self.case.file
+            )));
+        }
+        if golden.generated_tokens.len() > case_max as usize {
+            return Err(self.stale(format!(
+                "{golden_file} holds {} generated tokens, more than {} field `generation.max_new_tokens` ({case_max}) allows",
+                golden.generated_tokens.len(),
+                self.case.file
+            )));
+        }
+        let front = pipeline.front();
+        let eos = self.eos_ids(&p.package)?;
+        let max_new = self.max_new(Some(&golden));
+        // Each step keeps the package's logits at the reference's stored ids for that step.
+        let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
+        let free = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
+        let got = free.chosen();
+        // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
+        let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
+            Some(generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?)
+        } else {
+            None
+        };
+        let r = verdict::judge_generation(&got, &golden, forced.as_ref().map(|f| f.chosen()).as_deref(), tol);
+        let teacher: Vec<Vec<f32>> = forced.as_ref().unwrap_or(&free).steps.iter().map(|s| s.watched.clone()).collect();
+        let step_logits = verdict::judge_step_logits(&teacher, &golden, tol);
+        let tokens_failed = r.verdict == Verdict::Fail;
+        let r = match &step_logits {
+            Some(s) => verdict::with_step_logits(r, s),
+            None => r,
+        };
+        let steps = forced.as_ref().unwrap_or(&free);
+        let max_step_diff = step_logits.as_ref().map(|s| s.max_abs);
+        // The tokens' failure first (what a person sees first); step logits alone fail as `step_logits`.
+        let failure = (r.verdict == Verdict::Fail).then(|| {
+            Box::new(match (tokens_failed, step_logits.as_ref().and_then(|s| s.first_out)) {
+                (false, Some(o)) => {
+                    Failure { kind: FailureKind::StepLogits, max_abs_diff: max_step_diff, first_step: Some(o.step), first_position: None }
+                }
+                _ => Failure {
+                    kind: FailureKind::Tokens,
+                    max_abs_diff: max_step_diff,
+                    first_step: r.first_divergence.as_ref().map(|d| d.index),
+                    first_position: None,
+                },
+            })
+        });
+        let regenerate = self.regenerate();
+        let ctx = self.report_context(&p.tokenizer, golden_file, &regenerate, p.policy);
+        let outcome = Outcome {
+            status: r.verdict.into(),
+            message: report::generation(&ctx, &r),
+            max_abs_diff: max_step_diff,
+            first_divergence: r.first_divergence.as_ref().map(|d| d.index),
+            failure,
+            detail: Some(Box::new(Detail::Generation(detail::generation(&r, &golden, &steps.steps, forced.is_some())))),
+            judgement: Some(Judgement::Generation(Box::new(r.clone()))),
+            ..Outcome::new(Status::Pass, "")
+        };
+        let tokenizer = &p.tokenizer;
+        let token = |id: i64| tokenizer.token(id);
+        let text = |ids: &[i64]| tokenizer.decode(ids);
+        Ok(self.review_snapshot(outcome, || {
+            let l4 = p.paths.prefill.is_file().then(|| self.l4_note(&p.paths.prefill, &free.prefill_logits, tol)).flatten();
+            (snapshot::render(self.name, &r, &golden, &token, &text), format!("{}\n{}", self.name, l4.unwrap_or_default()))
+        }))
+    }
+
+    /// The L4 numbers of this stream's prefill, for the snapshot's description.
+    pub(super) fn l4_note(&self, golden_path: &Path, logits: &[f32], tol: &Tolerance) -> Option<String> {
+        let golden = PrefillGolden::load(golden_path).ok()?;
+        let reference = golden.full_logits(golden_path).ok()?;
+        let r = verdict::judge_prefill(logits, &golden, reference.as_deref(), tol);
+        let c = r.comparison?;
+        Some(format!("L4 of this prefill: {} max |diff| {:.3e} at id {}, cosine {:.7}", r.verdict, c.max_abs, c.max_abs_at, c.cosine))
+    }
+}

@@ -1,0 +1,54 @@
+//! L4: prefill. The last prompt position's logits over the vocabulary, and every prompt position's stored logits,
+//! against the reference.
+
+use super::{Prepared, Trial};
+use crate::error::Result;
+use crate::judge::detail::{self, Detail};
+use crate::judge::verdict::{self, Verdict};
+use crate::judge::xfail::Failure;
+use crate::outcome::{Judgement, Outcome, Status};
+use crate::report;
+use crate::run::generate;
+use crate::run::pipeline::Pipeline;
+use crate::run::runtime::Decoder;
+
+impl Trial<'_> {
+    pub(super) fn run_prefill(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
+        let (inputs, tol) = (&p.inputs, &p.tol);
+        let golden = self.prefill_golden(&p.golden_path, p.prompt, inputs)?;
+        let reference = golden.full_logits(&p.golden_path)?;
+        let front = pipeline.front();
+        // Every prompt position the golden stores is judged at its ids; the last one over the vocabulary.
+        let watch: Vec<&[i64]> = golden.positions.iter().map(|p| p.ids.as_slice()).collect();
+        let (got, positions) = match watch.is_empty() {
+            true => (generate::prefill(decoder, &front, inputs.input_ids())?, Vec::new()),
+            false => generate::prefill_positions(decoder, &front, inputs.input_ids(), &watch)?,
+        };
+        let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), tol);
+        let r = match verdict::judge_positions(&positions, &golden, tol) {
+            Some(p) => verdict::with_positions(r, p),
+            None => r,
+        };
+        let d = detail::prefill(&r, &got, reference.as_deref());
+        // The largest difference L4 measured: the last position's, or an earlier position's when larger.
+        let max_abs = match (d.max_abs, r.positions.as_ref().map(|p| p.max_abs)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let failure = (r.verdict == Verdict::Fail).then(|| {
+            let first_position = r.positions.as_ref().and_then(|p| p.first_out).map(|o| o.position);
+            Box::new(Failure { first_position, ..Failure::prefill(max_abs) })
+        });
+        let regenerate = self.regenerate();
+        let ctx = self.report_context(&p.tokenizer, &p.golden_file, &regenerate, p.policy);
+        Ok(Outcome {
+            status: r.verdict.into(),
+            message: report::prefill(&ctx, &r),
+            max_abs_diff: max_abs,
+            detail: Some(Box::new(Detail::Prefill(d))),
+            failure,
+            judgement: Some(Judgement::Prefill(Box::new(r))),
+            ..Outcome::new(Status::Pass, "")
+        })
+    }
+}

@@ -1,0 +1,357 @@
+//! The suite's shared vocabulary: dtypes, execution-provider flavours, levels, modalities and devices, with their
+//! names as case files and trial names spell them, the typed trial id, and the limits every stage agrees on. A leaf:
+//! it imports nothing of the crate but the error type, and any stage may import it.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer};
+
+/// The most new tokens a case or golden may ask for: generation reserves room for them up front, and a greedy check
+/// of a few thousand tokens is already far past what a golden can pin down.
+pub const MAX_NEW_TOKENS: u32 = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+    Int4,
+}
+
+impl Dtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::Int4 => "int4",
+        }
+    }
+
+    /// The reference a variant of this dtype is judged against, when it is not the plain float32 one: int4 is
+    /// judged against the float32 reference with the package's own int4 weights dequantized into it (kernel
+    /// parity), which separates a broken kernel or packing from honest quantization loss. The accuracy gate
+    /// judges the quantization loss itself.
+    pub fn golden_suffix(self) -> Option<&'static str> {
+        match self {
+            Dtype::Int4 => Some("int4"),
+            Dtype::F32 | Dtype::F16 | Dtype::Bf16 => None,
+        }
+    }
+
+    /// Accepts our short names and mobius' long ones.
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Some(match s {
+            "f32" | "float32" | "fp32" => Dtype::F32,
+            "f16" | "float16" | "fp16" => Dtype::F16,
+            "bf16" | "bfloat16" => Dtype::Bf16,
+            "int4" | "q4" => Dtype::Int4,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ep {
+    /// The builder's portable flavour: runs on CPU, or on CUDA when `MOBIUS_TEST_DEVICE=cuda`.
+    Default,
+    /// The CPU flavour (GroupQueryAttention, no `position_ids`).
+    Cpu,
+    /// The CUDA flavour: runs only on the CUDA execution provider.
+    Cuda,
+}
+
+impl Ep {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ep::Default => "default",
+            Ep::Cpu => "cpu",
+            Ep::Cuda => "cuda",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Ep> {
+        Some(match s {
+            "default" => Ep::Default,
+            "cpu" => Ep::Cpu,
+            "cuda" => Ep::Cuda,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Prefill: the last position's logits over the vocabulary, and every prompt position's stored logits, against
+    /// the reference.
+    L4,
+    /// Greedy generation with the KV cache: tokens against the reference.
+    L5,
+    /// Component parity: the vision encoder's features against the reference's, and that they reach the decoder.
+    VisionEncoder,
+    /// The same for the audio encoder.
+    AudioEncoder,
+    /// The accuracy gate on a benchmark task (trials come from the case's `accuracy` tasks; named in `xfail`).
+    Accuracy,
+    /// The package as onnxruntime-genai runs it (its `genai_config.json`, model, tokenizer, processor and greedy
+    /// generator): tokens against the L5 golden, prefill logits against the L4 golden.
+    Genai,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::L4 => "L4",
+            Level::L5 => "L5",
+            Level::VisionEncoder => "vision_encoder",
+            Level::AudioEncoder => "audio_encoder",
+            Level::Accuracy => "accuracy",
+            Level::Genai => "genai",
+        }
+    }
+
+    /// Case files name L4 and L5 (and `accuracy` or `genai` in an `xfail`); the component levels come from the
+    /// modalities, and every case has a `genai` trial.
+    pub fn parse(s: &str) -> Option<Level> {
+        match s {
+            "L4" => Some(Level::L4),
+            "L5" => Some(Level::L5),
+            "accuracy" => Some(Level::Accuracy),
+            "genai" => Some(Level::Genai),
+            _ => None,
+        }
+    }
+
+    /// A component level's encoder and the features tensor it makes: (`vision_encoder`, `image_features`) or
+    /// (`audio_encoder`, `audio_features`).
+    pub fn features(self) -> (&'static str, &'static str) {
+        match self {
+            Level::VisionEncoder => ("vision_encoder", "image_features"),
+            _ => ("audio_encoder", "audio_features"),
+        }
+    }
+
+    /// The levels of a modality's trials: the case's, plus the encoders its media go through, plus genai's run.
+    pub fn for_modality(case_levels: &[Level], modality: Modality) -> Vec<Level> {
+        let mut v = case_levels.to_vec();
+        if matches!(modality, Modality::Image | Modality::ImageAudio) {
+            v.push(Level::VisionEncoder);
+        }
+        if matches!(modality, Modality::Audio | Modality::ImageAudio) {
+            v.push(Level::AudioEncoder);
+        }
+        v.push(Level::Genai);
+        v
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Modality {
+    Text,
+    Image,
+    Audio,
+    ImageAudio,
+}
+
+impl Modality {
+    pub fn name(self) -> &'static str {
+        match self {
+            Modality::Text => "text",
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+            Modality::ImageAudio => "image+audio",
+        }
+    }
+
+    /// The name in file names: `image_audio` for `image+audio`.
+    pub fn slug(self) -> String {
+        self.name().replace('+', "_")
+    }
+
+    pub fn parse(s: &str) -> Option<Modality> {
+        Some(match s {
+            "text" => Modality::Text,
+            "image" => Modality::Image,
+            "audio" => Modality::Audio,
+            "image+audio" => Modality::ImageAudio,
+            _ => return None,
+        })
+    }
+}
+
+macro_rules! deserialize_by_name {
+    ($ty:ty, $what:literal, $expected:literal) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                <$ty>::parse(&s)
+                    .ok_or_else(|| serde::de::Error::custom(format!(concat!("unknown ", $what, " {:?}, expected one of ", $expected), s)))
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
+deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
+deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai");
+deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
+
+/// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    Cpu,
+    Cuda { id: i32 },
+}
+
+impl Device {
+    pub fn from_env() -> crate::error::Result<Device> {
+        let var = ["MOBIUS_TEST_DEVICE", "MOBIUS_TEST_EP"].into_iter().find_map(|k| std::env::var(k).ok().map(|v| (k, v)));
+        match var {
+            None => Ok(Device::Cpu),
+            Some((k, v)) => Device::parse(&v)
+                .ok_or_else(|| crate::error::Error::new(format!("{k}={v:?}: expected `cpu`, `cuda` or `cuda:<device id>`"))),
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Device> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "cpu" => Some(Device::Cpu),
+            "cuda" | "gpu" => Some(Device::Cuda { id: 0 }),
+            other => other.strip_prefix("cuda:").and_then(|id| id.parse().ok()).map(|id| Device::Cuda { id }),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda { id } => write!(f, "cuda:{id}"),
+        }
+    }
+}
+
+/// A trial's name, typed. Its [`Display`](fmt::Display) is the libtest name; [`TrialId::parse`] reads one back;
+/// [`TrialId::snapshot_stem`] names a stream's reviewed snapshot. The only place a trial name is built or read.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TrialId {
+    /// `<case>/<modality>/<ep>/<dtype>/<level>`.
+    Conformance { case: String, modality: Modality, ep: Ep, dtype: Dtype, level: Level },
+    /// `<task>/<case>/<ep>/<dtype>/accuracy`: the accuracy gate on one task.
+    Accuracy { task: String, case: String, ep: Ep, dtype: Dtype },
+    /// `<case>/case`: a case file that does not load.
+    Case { case: String },
+}
+
+impl TrialId {
+    /// The case part of the name: the case's name, or `<task folder>/<case>` where two task folders share one.
+    pub fn case(&self) -> &str {
+        match self {
+            TrialId::Conformance { case, .. } | TrialId::Accuracy { case, .. } | TrialId::Case { case } => case,
+        }
+    }
+
+    pub fn level(&self) -> Option<Level> {
+        match self {
+            TrialId::Conformance { level, .. } => Some(*level),
+            TrialId::Accuracy { .. } => Some(Level::Accuracy),
+            TrialId::Case { .. } => None,
+        }
+    }
+
+    /// The same trial of another case (`<case>` renamed, the rest kept).
+    pub fn with_case(&self, name: &str) -> TrialId {
+        let mut id = self.clone();
+        match &mut id {
+            TrialId::Conformance { case, .. } | TrialId::Accuracy { case, .. } | TrialId::Case { case } => *case = name.to_string(),
+        }
+        id
+    }
+
+    /// Reads a name [`Display`](fmt::Display) wrote. The case part may itself hold a `/` (a task folder), so the
+    /// fields are read from the end.
+    pub fn parse(name: &str) -> Option<TrialId> {
+        if let Some(case) = name.strip_suffix("/case") {
+            return (!case.is_empty()).then(|| TrialId::Case { case: case.to_string() });
+        }
+        let mut parts = name.rsplitn(5, '/');
+        let (last, dtype, ep, fourth, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let (ep, dtype) = (Ep::parse(ep)?, Dtype::parse(dtype)?);
+        if last == "accuracy" {
+            let (task, case) = match rest.split_once('/') {
+                Some((task, head)) => (task.to_string(), format!("{head}/{fourth}")),
+                None => (rest.to_string(), fourth.to_string()),
+            };
+            return Some(TrialId::Accuracy { task, case, ep, dtype });
+        }
+        let level = match last {
+            "vision_encoder" => Level::VisionEncoder,
+            "audio_encoder" => Level::AudioEncoder,
+            other => Level::parse(other)?,
+        };
+        Some(TrialId::Conformance { case: rest.to_string(), modality: Modality::parse(fourth)?, ep, dtype, level })
+    }
+
+    /// The file stem of a conformance trial's reviewed snapshot, `<case name>__<modality>__<ep>__<dtype>__<level>`
+    /// (`case_name` without its task folder: snapshots live in the task's folder).
+    pub fn snapshot_stem(&self, case_name: &str) -> Option<String> {
+        match self {
+            TrialId::Conformance { modality, ep, dtype, level, .. } => {
+                Some(format!("{case_name}__{}__{ep}__{dtype}__{level}", modality.slug()))
+            }
+            TrialId::Accuracy { .. } | TrialId::Case { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for TrialId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrialId::Conformance { case, modality, ep, dtype, level } => write!(f, "{case}/{modality}/{ep}/{dtype}/{level}"),
+            TrialId::Accuracy { task, case, ep, dtype } => write!(f, "{task}/{case}/{ep}/{dtype}/accuracy"),
+            TrialId::Case { case } => write!(f, "{case}/case"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trial_ids_round_trip_through_their_names() {
+        let ids = [
+            TrialId::Conformance { case: "qwen3-tiny".into(), modality: Modality::Text, ep: Ep::Cpu, dtype: Dtype::F32, level: Level::L4 },
+            TrialId::Conformance {
+                case: "audio/gemma4-mm".into(),
+                modality: Modality::ImageAudio,
+                ep: Ep::Default,
+                dtype: Dtype::Int4,
+                level: Level::AudioEncoder,
+            },
+            TrialId::Conformance { case: "x".into(), modality: Modality::Image, ep: Ep::Cuda, dtype: Dtype::Bf16, level: Level::Genai },
+            TrialId::Accuracy { task: "arith".into(), case: "arith-tiny".into(), ep: Ep::Default, dtype: Dtype::F32 },
+            TrialId::Accuracy { task: "knowledge".into(), case: "real/gemma3".into(), ep: Ep::Cpu, dtype: Dtype::F16 },
+            TrialId::Case { case: "broken".into() },
+            TrialId::Case { case: "dir/broken".into() },
+        ];
+        for id in ids {
+            assert_eq!(TrialId::parse(&id.to_string()).as_ref(), Some(&id), "{id}");
+        }
+        for bad in ["", "a/b", "a/text/cpu/f32/L9", "a/text/gpu/f32/L4", "/case", "t/c/cpu/f64/accuracy"] {
+            assert_eq!(TrialId::parse(bad), None, "{bad}");
+        }
+        let id = TrialId::Conformance {
+            case: "t/qwen".into(),
+            modality: Modality::ImageAudio,
+            ep: Ep::Cpu,
+            dtype: Dtype::F16,
+            level: Level::L5,
+        };
+        assert_eq!(id.snapshot_stem("qwen").as_deref(), Some("qwen__image_audio__cpu__f16__L5"));
+    }
+}
