@@ -2,33 +2,16 @@
 
 use std::fmt;
 
+/// Bad input or a broken set-up, never a measured failure of the package: those are judgements (NaN logits
+/// included, see `judge::finite`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(String, Kind);
-
-/// What an error says about the package, where it matters to a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Kind {
-    #[default]
-    Plain,
-    /// The package computed NaN or infinite logits: a measured failure of the package (an xfail may expect it),
-    /// not bad input.
-    NonFinite,
-}
+pub struct Error(String);
 
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn new(message: impl Into<String>) -> Self {
-        Error(message.into(), Kind::Plain)
-    }
-
-    /// The package's logits are NaN or infinite.
-    pub fn non_finite(message: impl Into<String>) -> Self {
-        Error(message.into(), Kind::NonFinite)
-    }
-
-    pub fn is_non_finite(&self) -> bool {
-        self.1 == Kind::NonFinite
+        Error(message.into())
     }
 
     pub fn message(&self) -> &str {
@@ -37,7 +20,7 @@ impl Error {
 
     /// Prefixes the message with where it happened (`cases/x.yaml: ...`).
     pub fn context(self, place: impl fmt::Display) -> Self {
-        Error(format!("{place}: {}", self.0), self.1)
+        Error(format!("{place}: {}", self.0))
     }
 }
 

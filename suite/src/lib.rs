@@ -56,6 +56,7 @@ pub mod run {
 pub mod judge {
     pub mod component;
     pub mod detail;
+    pub mod finite;
     pub mod genai_level;
     pub mod golden;
     pub mod hexfloat;

@@ -173,6 +173,23 @@ pub struct Step {
     /// The package's logits at the ids the caller watches at this step (the reference's stored top-k), in order:
     /// what a per-step verdict needs, without keeping whole vocabulary-sized vectors.
     pub watched: Vec<f32>,
+    /// The step's logits row held NaN or infinity (what the row was, in brief; `judge::finite` decides).
+    pub non_finite: Option<NonFiniteRow>,
+}
+
+/// The non-finite values of one logits row, in brief: how many, and the first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NonFiniteRow {
+    pub count: usize,
+    pub first_id: usize,
+    pub value: f32,
+}
+
+impl NonFiniteRow {
+    pub fn of(logits: &[f32]) -> Option<NonFiniteRow> {
+        let first_id = logits.iter().position(|x| !x.is_finite())?;
+        Some(NonFiniteRow { count: logits.iter().filter(|x| !x.is_finite()).count(), first_id, value: logits[first_id] })
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::judge::component::ComponentReport;
 use crate::judge::detail::Detail;
 use crate::judge::genai_level::GenaiReport;
 use crate::judge::verdict::{GenerationReport, PrefillReport, Verdict};
-use crate::judge::xfail::{Failure, FailureKind, Mismatch};
+use crate::judge::xfail::{Failure, Mismatch};
 
 /// How a trial ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -146,13 +146,9 @@ impl Outcome {
         Outcome::new(Status::Fail, message)
     }
 
-    /// A trial that ended in `error`: a failure, which an xfail may expect only when it measured the package
-    /// computing NaN or infinite logits (every other error is bad input or a broken set-up, never expected).
+    /// A trial that ended in `error`: bad input or a broken set-up, a failure no xfail entry can expect.
     pub fn from_error(trial: &str, error: &Error) -> Outcome {
-        let failure = error
-            .is_non_finite()
-            .then(|| Box::new(Failure { kind: FailureKind::NonFinite, max_abs_diff: None, first_step: None, first_position: None }));
-        Outcome { failure, ..Outcome::fail(format!("{trial}: {error}")) }
+        Outcome::fail(format!("{trial}: {error}"))
     }
 
     pub fn is_fail(&self) -> bool {

@@ -296,6 +296,16 @@ impl TrialId {
         Some(TrialId::Conformance { case: rest.to_string(), modality: Modality::parse(fourth)?, ep, dtype, level })
     }
 
+    /// The name split before its last part: (`<case>/<modality>/<ep>/<dtype>`, `<level>`), (`<task>/<case>/<ep>/<dtype>`,
+    /// `accuracy`) or (`<case>`, `case`): a JUnit classname and test name.
+    pub fn group_and_leaf(&self) -> (String, String) {
+        match self {
+            TrialId::Conformance { case, modality, ep, dtype, level } => (format!("{case}/{modality}/{ep}/{dtype}"), level.to_string()),
+            TrialId::Accuracy { task, case, ep, dtype } => (format!("{task}/{case}/{ep}/{dtype}"), "accuracy".into()),
+            TrialId::Case { case } => (case.clone(), "case".into()),
+        }
+    }
+
     /// The file stem of a conformance trial's reviewed snapshot, `<case name>__<modality>__<ep>__<dtype>__<level>`
     /// (`case_name` without its task folder: snapshots live in the task's folder).
     pub fn snapshot_stem(&self, case_name: &str) -> Option<String> {

@@ -2,19 +2,15 @@
 //! reviewer's report, self-contained), summary.json and junit.xml for a CI system. The exit code follows the
 //! verdicts: non-zero when any trial fails.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use mobius_conformance::context::RunContext;
-use mobius_conformance::judge::detail::Detail;
 use mobius_conformance::outcome::Finished as Row;
-use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::suite::Suite;
-use mobius_conformance::report::{html, summary};
+use mobius_conformance::report::{html, json, junit, summary};
 use mobius_conformance::trial;
-use mobius_conformance::vocab::Device;
 
 pub fn ci(args: &[String]) -> Result<(), String> {
     let mut out: Option<PathBuf> = None;
@@ -49,10 +45,10 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let write = |name: &str, text: String| write_report(&out.join(name), text.as_bytes());
     // Each is replaced by one rename; summary.json, which the others' readers check last, goes last.
-    write("junit.xml", incomplete_junit(plan.len()))?;
-    write("summary.md", incomplete_markdown(plan.len()))?;
-    write("index.html", incomplete_html(plan.len()))?;
-    write("summary.json", incomplete_json(plan.len()))?;
+    write("junit.xml", junit::incomplete(plan.len()))?;
+    write("summary.md", summary::incomplete(plan.len()))?;
+    write("index.html", html::incomplete(plan.len()))?;
+    write("summary.json", json::incomplete(plan.len()))?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let started = Instant::now();
     let rows = trial::run_parallel(&suite, &plan, &ctx, threads, |f| {
@@ -62,8 +58,8 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     let run = summary::Run { device: device.to_string(), wall_seconds: wall };
     write("summary.md", summary::markdown(&rows, &run))?;
     write("index.html", html::page(&rows, &run))?;
-    write("summary.json", json(&rows, wall, device))?;
-    write("junit.xml", junit(&rows, wall))?;
+    write("summary.json", json::summary(&rows, wall, device))?;
+    write("junit.xml", junit::report(&rows, wall))?;
     let failed: Vec<&Row> = rows.iter().filter(|r| r.outcome.is_fail()).collect();
     for r in &failed {
         eprintln!("\n{}", r.outcome.message);
@@ -76,117 +72,6 @@ pub fn ci(args: &[String]) -> Result<(), String> {
 /// truncated one.
 fn write_report(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
     mobius_conformance::judge::golden::write_atomic(path, bytes).map_err(|e| e.to_string())
-}
-
-/// What the reports say while a run of `n` trials is under way (and after it, if it was killed).
-fn incomplete_markdown(n: usize) -> String {
-    format!("# Conformance summary\n\nINCOMPLETE: a run of {n} trials started and did not finish (killed?); no verdict is claimed.\n")
-}
-
-fn incomplete_html(n: usize) -> String {
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Conformance: incomplete</title></head>\
-         <body><h1>Conformance report</h1><p>INCOMPLETE: a run of {n} trials started and did not finish (killed?); no \
-         verdict is claimed.</p></body></html>\n"
-    )
-}
-
-fn incomplete_json(n: usize) -> String {
-    let v = serde_json::json!({ "complete": false, "total": n, "finished": 0, "failed": 0, "trials": [] });
-    serde_json::to_string_pretty(&v).unwrap() + "\n"
-}
-
-fn incomplete_junit(n: usize) -> String {
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mobius-conformance\" tests=\"1\" failures=\"1\">\n  \
-         <testsuite name=\"conformance\" tests=\"1\" failures=\"1\">\n    <testcase classname=\"run\" name=\"incomplete\">\n      \
-         <failure message=\"a run of {n} trials started and did not finish\"/>\n    </testcase>\n  </testsuite>\n</testsuites>\n"
-    )
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
-}
-
-fn json(rows: &[Row], wall: f64, device: Device) -> String {
-    let trials: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "name": r.name,
-                "verdict": r.outcome.status.name(),
-                "max_abs_diff": r.outcome.max_abs_diff,
-                "first_divergence": r.outcome.first_divergence,
-                "accuracy_delta_points": match r.outcome.detail.as_deref() {
-                    Some(Detail::Accuracy(a)) => Some(a.delta_points),
-                    _ => None,
-                },
-                "seconds": r.seconds,
-                "message": r.outcome.message,
-            })
-        })
-        .collect();
-    let failed = rows.iter().filter(|r| r.outcome.is_fail()).count();
-    serde_json::to_string_pretty(&serde_json::json!({
-        "complete": true,
-        "device": device.to_string(),
-        "wall_seconds": wall,
-        "total": rows.len(),
-        "failed": failed,
-        "trials": trials,
-    }))
-    .unwrap()
-        + "\n"
-}
-
-fn xml_escape(s: &str) -> String {
-    s.chars()
-        .filter(|&c| c == '\t' || c == '\n' || c == '\r' || c >= ' ')
-        .map(|c| match c {
-            '&' => "&amp;".to_string(),
-            '<' => "&lt;".to_string(),
-            '>' => "&gt;".to_string(),
-            '"' => "&quot;".to_string(),
-            c => c.to_string(),
-        })
-        .collect()
-}
-
-fn junit(rows: &[Row], wall: f64) -> String {
-    let failures = rows.iter().filter(|r| r.outcome.is_fail()).count();
-    let skipped = rows.iter().filter(|r| r.outcome.status == Status::Skip).count();
-    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(s, "<testsuites name=\"mobius-conformance\" tests=\"{}\" failures=\"{failures}\" time=\"{wall:.3}\">", rows.len());
-    let _ = writeln!(
-        s,
-        "  <testsuite name=\"conformance\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{wall:.3}\">",
-        rows.len()
-    );
-    for r in rows {
-        let (class, name) = r.name.rsplit_once('/').unwrap_or(("", &r.name));
-        let _ = write!(s, "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", xml_escape(class), xml_escape(name), r.seconds);
-        let msg = xml_escape(&r.outcome.message);
-        match r.outcome.status {
-            Status::Fail => {
-                let _ = writeln!(
-                    s,
-                    ">\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>",
-                    xml_escape(first_line(&r.outcome.message))
-                );
-            }
-            Status::Skip => {
-                let _ = writeln!(s, ">\n      <skipped message=\"{msg}\"/>\n    </testcase>");
-            }
-            Status::Pass => {
-                let _ = writeln!(s, "/>");
-            }
-            _ => {
-                let _ = writeln!(s, ">\n      <system-out>{msg}</system-out>\n    </testcase>");
-            }
-        }
-    }
-    s.push_str("  </testsuite>\n</testsuites>\n");
-    s
 }
 
 #[cfg(test)]

@@ -6,22 +6,45 @@ use crate::accuracy::scoring::{self, Scored};
 use crate::accuracy::task::{self, Item, ItemKind, Task};
 use crate::error::{Error, Result};
 use crate::feed::tokenizer::TextTokenizer;
+use crate::judge::finite::{self, NonFinite};
 use crate::numeric::argmax;
-use crate::run::generate::check_finite;
 use crate::run::runtime::{Decoder, StepInput};
 
-/// Scores every item on `decoder` (token-id decoders: the gate runs on text).
-pub fn score(decoder: &Decoder, task: &Task, items: &[Item], tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Vec<Scored>> {
-    items.iter().map(|it| score_item(decoder, task, it, tokenizer, eos).map_err(|e| e.context(format!("document {}", it.doc)))).collect()
+/// What scoring a task gave: every item's score, or where the package's logits stopped being numbers (scoring stops
+/// at that item: nothing after it can be judged).
+pub struct Scoring {
+    pub scored: Vec<Scored>,
+    /// The document whose logits were not finite, and where.
+    pub non_finite: Option<(usize, NonFinite)>,
 }
 
-fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Scored> {
+/// Scores every item on `decoder` (token-id decoders: the gate runs on text).
+pub fn score(decoder: &Decoder, task: &Task, items: &[Item], tokenizer: &TextTokenizer, eos: &[i64]) -> Result<Scoring> {
+    let mut scored = Vec::with_capacity(items.len());
+    for it in items {
+        match score_item(decoder, task, it, tokenizer, eos).map_err(|e| e.context(format!("document {}", it.doc)))? {
+            Ok(s) => scored.push(s),
+            Err(nf) => return Ok(Scoring { scored, non_finite: Some((it.doc, nf)) }),
+        }
+    }
+    Ok(Scoring { scored, non_finite: None })
+}
+
+fn score_item(
+    decoder: &Decoder,
+    task: &Task,
+    item: &Item,
+    tokenizer: &TextTokenizer,
+    eos: &[i64],
+) -> Result<std::result::Result<Scored, NonFinite>> {
     match &item.kind {
         ItemKind::MultipleChoice { context_ids, continuations, .. } => {
             // One pass over the shared context; its last row predicts every continuation's first token.
             let empty = decoder.new_cache()?;
             let (ctx, cache) = decoder.forward(StepInput::Ids(context_ids.clone()), &empty, 1)?;
-            check_finite(ctx.last(), 0)?;
+            if let Some(nf) = finite::row(ctx.last(), 0) {
+                return Ok(Err(nf));
+            }
             let mut out = Vec::with_capacity(continuations.len());
             for cont in continuations {
                 let (ll, _) = if cont.len() == 1 {
@@ -29,12 +52,14 @@ fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextToken
                 } else {
                     let rows = cont.len() - 1;
                     let (more, _) = decoder.forward(StepInput::Ids(cont[..rows].to_vec()), &cache, rows)?;
-                    check_finite(&more.logits, 1)?;
+                    if let Some(nf) = finite::row(&more.logits, 1) {
+                        return Ok(Err(nf));
+                    }
                     scoring::continuation_loglik(std::iter::once(ctx.last()).chain((0..rows).map(|i| more.row(i))), cont)
                 };
                 out.push(ll);
             }
-            Ok(Scored::Choices(out))
+            Ok(Ok(Scored::Choices(out)))
         }
         ItemKind::Generate { context_ids, .. } => {
             let kw = task.spec.generation_kwargs.as_ref().ok_or_else(|| Error::new("generate_until needs generation_kwargs"))?;
@@ -42,7 +67,9 @@ fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextToken
             let mut logits = decoder.advance(&mut run, StepInput::Ids(context_ids.clone()))?;
             let mut generated = Vec::new();
             for step in 0..kw.max_gen_toks {
-                check_finite(logits, step)?;
+                if let Some(nf) = finite::row(logits, step) {
+                    return Ok(Err(nf));
+                }
                 let next = argmax(logits) as i64;
                 if eos.contains(&next) {
                     break;
@@ -55,7 +82,7 @@ fn score_item(decoder: &Decoder, task: &Task, item: &Item, tokenizer: &TextToken
                 logits = decoder.advance_token(&mut run, next)?;
             }
             let text = task::cut_at_stop(&tokenizer.decode(&generated), &kw.until);
-            Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), &text)))
+            Ok(Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), &text))))
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::accuracy::gate::{Flip, GateReport};
 use crate::judge::golden::GenerationGolden;
-use crate::judge::verdict::{DivergenceKind, GenerationReport, PrefillReport};
+use crate::judge::verdict::{DivergenceKind, GenerationReport, PrefillReport, StepLogits};
 use crate::numeric::Step;
 use crate::numeric::compare;
 
@@ -140,22 +140,35 @@ pub fn prefill(r: &PrefillReport, got: &[f32], reference: Option<&[f32]>) -> Pre
 }
 
 /// L5's numbers and the per-step series. `steps` are the teacher-forced run's when there is one (`forced`), else
-/// the free run's.
-pub fn generation(r: &GenerationReport, golden: &GenerationGolden, steps: &[Step], forced: bool) -> Generation {
+/// the free run's. Each step's max |diff| is the one the verdict judged (`judged`, at the golden's stored ids) when
+/// the golden stores per-step logits; for a golden without them, over the reference's top-10 ids the package's
+/// top-10 also holds.
+pub fn generation(
+    r: &GenerationReport,
+    golden: &GenerationGolden,
+    steps: &[Step],
+    forced: bool,
+    judged: Option<&StepLogits>,
+) -> Generation {
     let comparable = if forced { steps.len() } else { r.first_divergence.as_ref().map_or(steps.len(), |d| d.index + 1) };
     let points = (0..golden.generated_tokens.len().max(steps.len()))
         .map(|i| {
             let want = golden.steps.get(i);
             let got = steps.get(i).filter(|_| i < comparable);
-            let max_abs = want.zip(got).and_then(|(w, g)| {
-                let shared: Vec<(f64, f64)> = w
-                    .ids
-                    .iter()
-                    .zip(&w.logits)
-                    .filter_map(|(id, wl)| g.top.ids.iter().position(|x| x == id).map(|p| (g.top.logits[p] as f64, wl.0)))
-                    .collect();
-                (!shared.is_empty()).then(|| shared.iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max))
-            });
+            let judged_here = judged.map(|j| j.per_step.get(i).copied().filter(|d| d.is_finite()));
+            let max_abs = if let Some(d) = judged_here {
+                d
+            } else {
+                want.zip(got).and_then(|(w, g)| {
+                    let shared: Vec<(f64, f64)> = w
+                        .ids
+                        .iter()
+                        .zip(&w.logits)
+                        .filter_map(|(id, wl)| g.top.ids.iter().position(|x| x == id).map(|p| (g.top.logits[p] as f64, wl.0)))
+                        .collect();
+                    (!shared.is_empty()).then(|| shared.iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max))
+                })
+            };
             StepPoint {
                 reference_margin: want.and_then(|w| w.margin()),
                 package_margin: got.map(|g| g.top.margin()).filter(|m| m.is_finite()),
@@ -245,11 +258,12 @@ mod tests {
             chosen,
             top: TopK { ids: ids.to_vec(), logits: logits.to_vec() },
             watched: Vec::new(),
+            non_finite: None,
         };
         let steps = vec![pkg(5, &[5, 1], &[3.25, 1.0]), pkg(2, &[2, 6], &[1.75, 1.7]), pkg(9, &[9, 7], &[1.0, 0.5])];
         let tol = Tolerance::builtin(crate::vocab::Level::L5, crate::vocab::Dtype::F32);
         let r = judge_generation(&[5, 2, 9], &golden, None, &tol);
-        let g = generation(&r, &golden, &steps, false);
+        let g = generation(&r, &golden, &steps, false, None);
         assert_eq!((g.first_divergence, g.teacher_forced, g.steps.len()), (Some(1), false, 3));
         assert_eq!(g.steps[0].max_abs, Some(0.25));
         assert_eq!(g.steps[0].reference_margin, Some(2.0));
@@ -257,8 +271,13 @@ mod tests {
         assert!(!g.steps[1].agree);
         // After the free run diverged the contexts differ: nothing to compare, but the reference margin stays.
         assert_eq!((g.steps[2].max_abs, g.steps[2].package_margin, g.steps[2].reference_margin), (None, None, Some(4.0)));
-        let forced = generation(&r, &golden, &steps, true);
+        let forced = generation(&r, &golden, &steps, true, None);
         assert_eq!(forced.steps[2].max_abs, Some(3.5));
+        // With the verdict's own per-step judgement, the plot shows exactly the numbers it judged.
+        let judged = StepLogits { per_step: vec![0.5, f64::NAN, 0.125], max_abs: 0.5, max_at: 0, first_out: None, steps_out: 0 };
+        let plotted = generation(&r, &golden, &steps, true, Some(&judged));
+        let series: Vec<Option<f64>> = plotted.steps.iter().map(|s| s.max_abs).collect();
+        assert_eq!(series, [Some(0.5), None, Some(0.125)]);
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub enum FailureKind {
     Prompt,
     /// The package's logits hold NaN or infinity (no diff range can hold it).
     NonFinite,
+    /// The package's logits rows have another length than the golden's vocabulary (checked before finiteness, so an
+    /// expected `non_finite` never absorbs it).
+    VocabSize,
 }
 
 impl FailureKind {
@@ -38,6 +41,7 @@ impl FailureKind {
             FailureKind::Accuracy => "accuracy",
             FailureKind::Prompt => "prompt",
             FailureKind::NonFinite => "non_finite",
+            FailureKind::VocabSize => "vocab_size",
         }
     }
 
@@ -49,6 +53,7 @@ impl FailureKind {
             FailureKind::Accuracy,
             FailureKind::Prompt,
             FailureKind::NonFinite,
+            FailureKind::VocabSize,
         ]
         .into_iter()
         .find(|k| k.name() == s)
@@ -63,6 +68,7 @@ impl FailureKind {
             FailureKind::Accuracy => "accuracy outside the gate",
             FailureKind::Prompt => "genai's processor prompt differs from Hugging Face's",
             FailureKind::NonFinite => "logits are NaN or infinite",
+            FailureKind::VocabSize => "the logits' vocabulary is not the golden's",
         }
     }
 
@@ -75,6 +81,7 @@ impl FailureKind {
             FailureKind::Accuracy => &[Level::Accuracy],
             FailureKind::Prompt => &[Level::Genai],
             FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy],
+            FailureKind::VocabSize => &[Level::L4, Level::L5, Level::Genai],
         }
     }
 }
@@ -89,7 +96,9 @@ impl<'de> Deserialize<'de> for FailureKind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         FailureKind::parse(&s).ok_or_else(|| {
-            de::Error::custom(format!("unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite"))
+            de::Error::custom(format!(
+                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size"
+            ))
         })
     }
 }

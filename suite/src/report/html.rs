@@ -340,6 +340,15 @@ fn accuracy(d: &Accuracy, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String
     plots.push(t);
 }
 
+/// What `index.html` says while a run of `n` trials is under way (and after it, if it was killed).
+pub fn incomplete(n: usize) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Conformance: incomplete</title></head>\
+         <body><h1>Conformance report</h1><p>INCOMPLETE: a run of {n} trials started and did not finish (killed?); no \
+         verdict is claimed.</p></body></html>\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,8 @@
 
 pub mod gate;
 pub mod html;
+pub mod json;
+pub mod junit;
 pub mod matrix;
 pub mod snapshot;
 pub mod summary;
@@ -10,6 +12,7 @@ mod svg;
 use std::fmt::Write;
 
 use crate::judge::component::ComponentReport;
+use crate::judge::finite::{NonFinite, VocabMismatch};
 use crate::judge::genai_level::{Feed, GenaiReport, PROMPT_DIFFERS};
 use crate::judge::verdict::{DivergenceKind, GenerationReport, PrefillReport, STATS};
 
@@ -192,4 +195,31 @@ pub fn genai(ctx: &Context, r: &GenaiReport) -> String {
         s.push_str(&generation(&Context { golden_file: file, ..*ctx }, g));
     }
     s
+}
+
+/// Logits no verdict can reason about: where the first NaN or infinity is. `place` names what computed them (the
+/// model file, onnxruntime-genai on the package, a task's document).
+pub fn non_finite(trial: &str, place: &str, nf: &NonFinite) -> String {
+    match nf {
+        NonFinite::Step { step, count, first_id, value } => {
+            format!("{trial}: {place}: logits at generation step {step} contain {count} non-finite values; first at id {first_id}: {value}")
+        }
+        NonFinite::Position { position, of, logsumexp } => {
+            format!("{trial}: {place}: logits at prompt position {position} of {of} contain non-finite values (logsumexp {logsumexp})")
+        }
+    }
+}
+
+/// A package whose logits rows are not the golden's vocabulary.
+pub fn vocab_size(trial: &str, place: &str, v: &VocabMismatch, golden_file: &str, regenerate: &str) -> String {
+    let golden = if v.at_least {
+        format!("{golden_file} watches ids up to {}, so at least {} are expected", v.expected - 1, v.expected)
+    } else {
+        format!("{golden_file} has a vocabulary of {}", v.expected)
+    };
+    format!(
+        "{trial}: {place}: vocab_size: the package's logits have {} entries per position, but {golden}\n  regenerate (only if \
+         the reference changed): {regenerate}\n",
+        v.got
+    )
 }

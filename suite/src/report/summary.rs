@@ -24,6 +24,11 @@ pub fn tally(rows: &[Finished]) -> String {
     )
 }
 
+/// What `summary.md` says while a run of `n` trials is under way (and after it, if it was killed).
+pub fn incomplete(n: usize) -> String {
+    format!("# Conformance summary\n\nINCOMPLETE: a run of {n} trials started and did not finish (killed?); no verdict is claimed.\n")
+}
+
 /// How many trials ended each way, most urgent first: "1 failed · 100 passed · 2 ambiguous · 9 skipped".
 pub fn counts(trials: &[Finished]) -> String {
     let n = |s: Status| trials.iter().filter(|t| t.outcome.status == s).count();

@@ -7,20 +7,8 @@ use ort::value::{DynValue, Tensor};
 
 use crate::error::{Error, Result, bail};
 use crate::feed::package::Component;
-use crate::numeric::{PositionLogits, Step, TopK, argmax};
+use crate::numeric::{NonFiniteRow, PositionLogits, Step, TopK, argmax};
 use crate::run::runtime::{Decoder, Encoder, StepInput};
-
-/// Rejects logits a verdict cannot reason about, naming where the first bad value is.
-pub fn check_finite(logits: &[f32], step: usize) -> Result<()> {
-    if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
-        let n = logits.iter().filter(|x| !x.is_finite()).count();
-        return Err(crate::Error::non_finite(format!(
-            "logits at generation step {step} contain {n} non-finite values; first at id {i}: {}",
-            logits[i]
-        )));
-    }
-    Ok(())
-}
 
 /// Turns token ids into what the decoder takes: the ids themselves, or embeddings from the package's embedding
 /// session, with the media features on the prompt step only.
@@ -88,7 +76,6 @@ impl Front<'_> {
 pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>> {
     let mut cache = decoder.new_cache()?;
     let out = decoder.step(front.input(ids, true)?, &mut cache)?;
-    check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
     Ok(out.logits)
 }
 
@@ -96,18 +83,6 @@ pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>
 /// its logsumexp.
 pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &[&[i64]]) -> Result<(Vec<f32>, Vec<PositionLogits>)> {
     let (out, positions) = decoder.prefill_positions(front.input(ids, true)?, watch)?;
-    // A logsumexp is NaN when any logit of its row is (a fully masked row, an overflow): the package computed no
-    // number there, which is its own failure, not a difference. The first such position is where it starts (a NaN
-    // at one position reaches every later one through attention).
-    if let Some(p) = positions.iter().position(|p| !p.logsumexp.is_finite() || p.watched.iter().any(|x| !x.is_finite())) {
-        return Err(crate::Error::non_finite(format!(
-            "{}: logits at prompt position {p} of {} contain non-finite values (logsumexp {})",
-            decoder.model.display(),
-            positions.len(),
-            positions[p].logsumexp
-        )));
-    }
-    check_finite(out.last(), 0).map_err(|e| e.context(decoder.model.display()))?;
     Ok((out.logits, positions))
 }
 
@@ -148,28 +123,22 @@ pub fn greedy(
         );
     }
     let mut run = decoder.start(prompt.len() + limit)?;
-    let model = decoder.model.display();
     let prefill_logits = decoder.advance(&mut run, front.input(prompt, true)?)?.to_vec();
-    check_finite(&prefill_logits, 0).map_err(|e| e.context(&model))?;
     let mut tokens: Vec<i64> = Vec::with_capacity(limit);
     let mut steps = Vec::with_capacity(limit);
     for i in 0..limit {
         let logits = match tokens.last() {
             None => &prefill_logits[..],
-            Some(&fed) => {
-                let logits = match front {
-                    Front::Ids => decoder.advance_token(&mut run, fed)?,
-                    Front::Embedding(_) => decoder.advance(&mut run, front.input(&[fed], false)?)?,
-                };
-                check_finite(logits, i).map_err(|e| e.context(&model))?;
-                logits
-            }
+            Some(&fed) => match front {
+                Front::Ids => decoder.advance_token(&mut run, fed)?,
+                Front::Embedding(_) => decoder.advance(&mut run, front.input(&[fed], false)?)?,
+            },
         };
         let chosen = argmax(logits) as i64;
         let watched = watch.get(i).map_or_else(Vec::new, |ids| {
             ids.iter().map(|&id| usize::try_from(id).ok().and_then(|id| logits.get(id)).copied().unwrap_or(f32::NAN)).collect()
         });
-        steps.push(Step { chosen, top: TopK::of(logits, 10), watched });
+        steps.push(Step { chosen, top: TopK::of(logits, 10), watched, non_finite: NonFiniteRow::of(logits) });
         let next = forced.map_or(chosen, |f| f[i]);
         tokens.push(next);
         if forced.is_none() && eos.contains(&next) {

@@ -39,7 +39,11 @@ impl Trial<'_> {
             Err(skip) => return Ok(skip),
         };
         let eos = self.eos_ids(&package)?;
-        let got = crate::accuracy::eval::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
+        let scoring = crate::accuracy::eval::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
+        if let Some((doc, nf)) = scoring.non_finite {
+            return Ok(self.non_finite(&format!("{task_file}: document {doc}"), nf));
+        }
+        let got = scoring.scored;
         let policy = task.spec.gate_policy(self.ctx.ci);
         let r = gate::judge(items, &got, &baseline, task.spec.metric, &policy).map_err(|e| e.context(&baseline_file))?;
         let message = crate::report::gate::render(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());

@@ -7,12 +7,12 @@ use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::feed::inputs::Inputs;
 use crate::feed::tokenizer::TextTokenizer;
+use crate::judge::finite;
 use crate::judge::genai_level::{self, Feed, GenaiReport};
 use crate::judge::golden::{GenerationGolden, GoldenPaths};
 use crate::judge::tolerance::Policy;
 use crate::outcome::{Judgement, Outcome, Status};
 use crate::report;
-use crate::run::generate;
 use crate::run::runtime::{self, Provider};
 use crate::vocab::{Dtype, Level, Modality};
 
@@ -53,7 +53,11 @@ impl Trial<'_> {
                 return Err(e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))));
             }
         };
-        generate::check_finite(&run.prefill_logits, 0).map_err(|e| e.context(format!("onnxruntime-genai on {}", self.rel(package))))?;
+        let place = format!("onnxruntime-genai on {}", self.rel(package));
+        let vocab = finite::vocabulary(prefill.as_ref().and_then(|g| g.vocab_size), run.prefill_logits.len());
+        if let Some(o) = self.unjudgeable(&place, vocab, finite::row(&run.prefill_logits, 0), &prefill_file) {
+            return Ok(o);
+        }
         // genai is judged as L4 and L5 are: each with its level's tolerance, the case's override checked against both.
         let (tol4, tol5) = (self.tolerance(policy, Level::L4)?, self.tolerance(policy, Level::L5)?);
         let goldens = genai_level::Goldens {

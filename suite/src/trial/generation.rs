@@ -6,6 +6,7 @@ use std::path::Path;
 use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::judge::detail::{self, Detail};
+use crate::judge::finite;
 use crate::judge::golden::PrefillGolden;
 use crate::judge::tolerance::Tolerance;
 use crate::judge::verdict::{self, Verdict};
@@ -44,10 +45,26 @@ impl Trial<'_> {
         // Each step keeps the package's logits at the reference's stored ids for that step.
         let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
         let free = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
+        let largest = golden.steps.iter().flat_map(|s| s.ids.iter().copied()).max();
+        let vocab = finite::vocabulary_covers(largest, free.prefill_logits.len());
+        if let Some(o) =
+            self.unjudgeable(&decoder.model.display().to_string(), vocab, finite::stream(&free.prefill_logits, &free.steps), golden_file)
+        {
+            return Ok(o);
+        }
         let got = free.chosen();
         // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
         let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
-            Some(generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?)
+            let forced = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?;
+            if let Some(o) = self.unjudgeable(
+                &decoder.model.display().to_string(),
+                None,
+                finite::stream(&forced.prefill_logits, &forced.steps),
+                golden_file,
+            ) {
+                return Ok(o);
+            }
+            Some(forced)
         } else {
             None
         };
@@ -83,7 +100,13 @@ impl Trial<'_> {
             max_abs_diff: max_step_diff,
             first_divergence: r.first_divergence.as_ref().map(|d| d.index),
             failure,
-            detail: Some(Box::new(Detail::Generation(detail::generation(&r, &golden, &steps.steps, forced.is_some())))),
+            detail: Some(Box::new(Detail::Generation(detail::generation(
+                &r,
+                &golden,
+                &steps.steps,
+                forced.is_some(),
+                step_logits.as_ref(),
+            )))),
             judgement: Some(Judgement::Generation(Box::new(r.clone()))),
             ..Outcome::new(Status::Pass, "")
         };

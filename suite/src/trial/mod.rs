@@ -17,9 +17,11 @@ use crate::context::RunContext;
 use crate::error::{Error, Result};
 use crate::feed::inputs::Inputs;
 use crate::feed::tokenizer::TextTokenizer;
+use crate::judge::finite::{NonFinite, VocabMismatch};
 use crate::judge::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
 use crate::judge::tolerance::{Policy, Tolerance};
 use crate::judge::verdict;
+use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Finished, Outcome};
 use crate::paths;
 use crate::paths::relative;
@@ -161,6 +163,31 @@ impl Trial<'_> {
         }
     }
 
+    /// Logits no verdict can reason about, as the trial's failure: a vocabulary of another size first (its ids past
+    /// the end read as NaN), then NaN or infinity. `place` names what computed them.
+    fn unjudgeable(&self, place: &str, vocab: Option<VocabMismatch>, non_finite: Option<NonFinite>, golden_file: &str) -> Option<Outcome> {
+        let failure = |kind| Some(Box::new(Failure { kind, max_abs_diff: None, first_step: None, first_position: None }));
+        if let Some(v) = vocab {
+            let message = report::vocab_size(self.name, place, &v, golden_file, &self.regenerate());
+            return Some(Outcome { failure: failure(FailureKind::VocabSize), ..Outcome::fail(message) });
+        }
+        non_finite.map(|nf| self.non_finite(place, nf))
+    }
+
+    /// NaN or infinite logits, as the trial's measured failure, with where they start.
+    fn non_finite(&self, place: &str, nf: NonFinite) -> Outcome {
+        let first_step = match nf {
+            NonFinite::Step { step, .. } => Some(step),
+            NonFinite::Position { .. } => None,
+        };
+        let first_position = match nf {
+            NonFinite::Position { position, .. } => Some(position),
+            NonFinite::Step { .. } => None,
+        };
+        let failure = Some(Box::new(Failure { kind: FailureKind::NonFinite, max_abs_diff: None, first_step, first_position }));
+        Outcome { failure, ..Outcome::fail(report::non_finite(self.name, place, &nf)) }
+    }
+
     /// The stream length a trial generates: the golden's, else the case's.
     fn max_new(&self, golden: Option<&GenerationGolden>) -> usize {
         golden.and_then(|g| g.max_new_tokens).unwrap_or(self.case.max_new_tokens()) as usize
@@ -237,14 +264,9 @@ impl Trial<'_> {
     /// The tolerance `level` is judged with: the policy's, with the case's override checked against it.
     fn tolerance(&self, policy: &Policy, level: Level) -> Result<Tolerance> {
         let spec = &self.case.spec;
-        let tol = policy.resolve(level, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio);
-        if spec.tolerance.is_some() {
-            let base = policy.resolve(level, self.variant.dtype, None, spec.min_token_match_ratio);
-            crate::judge::tolerance::check_loosening(&base, &tol).map_err(|e| {
-                e.context(format!("{} ({} for {}/{}, {})", self.case.file, level, self.variant.dtype, self.variant.ep, policy.source))
-            })?;
-        }
-        Ok(tol)
+        policy.for_trial(level, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio).map_err(|e| {
+            e.context(format!("{} ({} for {}/{}, {})", self.case.file, level, self.variant.dtype, self.variant.ep, policy.source))
+        })
     }
 
     /// EOS ids: the case's `generation.eos_token_id`, else the package's genai_config.json, else none. A

@@ -4,6 +4,7 @@
 use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::judge::detail::{self, Detail};
+use crate::judge::finite;
 use crate::judge::verdict::{self, Verdict};
 use crate::judge::xfail::Failure;
 use crate::outcome::{Judgement, Outcome, Status};
@@ -24,6 +25,11 @@ impl Trial<'_> {
             true => (generate::prefill(decoder, &front, inputs.input_ids())?, Vec::new()),
             false => generate::prefill_positions(decoder, &front, inputs.input_ids(), &watch)?,
         };
+        let vocab = finite::vocabulary(golden.vocab_size.or(reference.as_ref().map(Vec::len)), got.len());
+        let non_finite = finite::positions(&positions).or_else(|| finite::row(&got, 0));
+        if let Some(o) = self.unjudgeable(&decoder.model.display().to_string(), vocab, non_finite, &p.golden_file) {
+            return Ok(o);
+        }
         let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), tol);
         let r = match verdict::judge_positions(&positions, &golden, tol) {
             Some(p) => verdict::with_positions(r, p),

@@ -1,0 +1,93 @@
+//! The one judge of logits a verdict cannot reason about: a vocabulary of another size than the golden's (checked
+//! first: out-of-range ids read as NaN), and NaN or infinite values, with the first position or step they appear at.
+//! The run stage returns logits as they came; every level asks this module, and nothing else decides `non_finite`.
+
+use crate::numeric::{NonFiniteRow, PositionLogits, Step};
+
+/// Where non-finite logits were first seen, and what was there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NonFinite {
+    /// A whole logits row (a generation step, a prefill's last position, a scored continuation).
+    Step { step: usize, count: usize, first_id: usize, value: f32 },
+    /// A prompt position of L4's every-position check: its logsumexp or a watched logit is not a number.
+    Position { position: usize, of: usize, logsumexp: f64 },
+}
+
+/// The package's logits rows are not the golden's vocabulary: `got` entries where the golden has `expected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VocabMismatch {
+    pub expected: usize,
+    pub got: usize,
+    /// `expected` is a lower bound (the largest id the golden watches, plus one), not the golden's stated size.
+    pub at_least: bool,
+}
+
+/// The first non-finite value of a logits row, as `step`.
+pub fn row(logits: &[f32], step: usize) -> Option<NonFinite> {
+    NonFiniteRow::of(logits).map(|r| at_step(r, step))
+}
+
+fn at_step(r: NonFiniteRow, step: usize) -> NonFinite {
+    NonFinite::Step { step, count: r.count, first_id: r.first_id, value: r.value }
+}
+
+/// A greedy stream: its prefill row (step 0), then each decode step's.
+pub fn stream(prefill_logits: &[f32], steps: &[Step]) -> Option<NonFinite> {
+    row(prefill_logits, 0).or_else(|| steps.iter().enumerate().skip(1).find_map(|(i, s)| s.non_finite.map(|r| at_step(r, i))))
+}
+
+/// The first prompt position whose logsumexp or watched logits are not finite (a NaN at one position reaches every
+/// later one through attention, so the first is where it starts).
+pub fn positions(positions: &[PositionLogits]) -> Option<NonFinite> {
+    let p = positions.iter().position(|p| !p.logsumexp.is_finite() || p.watched.iter().any(|x| !x.is_finite()))?;
+    Some(NonFinite::Position { position: p, of: positions.len(), logsumexp: positions[p].logsumexp })
+}
+
+/// The first of `rows` (step 0 first) that is not finite.
+pub fn rows<'a>(rows: impl IntoIterator<Item = &'a [f32]>) -> Option<NonFinite> {
+    rows.into_iter().enumerate().find_map(|(i, r)| row(r, i))
+}
+
+/// The golden states its vocabulary (`expected`); the package's rows have `got` entries.
+pub fn vocabulary(expected: Option<usize>, got: usize) -> Option<VocabMismatch> {
+    expected.filter(|&e| e != got).map(|expected| VocabMismatch { expected, got, at_least: false })
+}
+
+/// The golden watches ids up to `largest`: a package whose rows are shorter cannot have them.
+pub fn vocabulary_covers(largest: Option<i64>, got: usize) -> Option<VocabMismatch> {
+    let need = usize::try_from(largest?).ok()? + 1;
+    (got < need).then_some(VocabMismatch { expected: need, got, at_least: true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_bad_value_and_position_are_named() {
+        assert_eq!(row(&[1.0, 2.0], 0), None);
+        let Some(NonFinite::Step { step, count, first_id, .. }) = row(&[1.0, f32::NAN, f32::INFINITY], 3) else { panic!() };
+        assert_eq!((step, count, first_id), (3, 2, 1));
+        let p = |lse: f64, w: f32| PositionLogits { watched: vec![w], logsumexp: lse };
+        assert_eq!(
+            positions(&[p(1.0, 0.0), p(f64::NAN, 0.0), p(f64::NAN, 0.0)]).map(|n| match n {
+                NonFinite::Position { position, of, .. } => (position, of),
+                NonFinite::Step { .. } => (99, 99),
+            }),
+            Some((1, 3))
+        );
+        assert!(positions(&[p(1.0, f32::NAN)]).is_some());
+        assert_eq!(positions(&[p(1.0, 0.0)]), None);
+        assert!(matches!(rows([&[0.0f32][..], &[f32::NAN][..]]), Some(NonFinite::Step { step: 1, .. })));
+    }
+
+    #[test]
+    fn a_vocabulary_of_another_size_is_told_apart() {
+        assert_eq!(vocabulary(Some(512), 512), None);
+        assert_eq!(vocabulary(None, 500), None);
+        assert_eq!(vocabulary(Some(512), 500), Some(VocabMismatch { expected: 512, got: 500, at_least: false }));
+        assert_eq!(vocabulary_covers(Some(505), 500), Some(VocabMismatch { expected: 506, got: 500, at_least: true }));
+        assert_eq!(vocabulary_covers(Some(499), 500), None);
+        assert_eq!(vocabulary_covers(None, 500), None);
+    }
+}
