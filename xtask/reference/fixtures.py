@@ -211,6 +211,13 @@ MM_MAX_POSITIONS = 512
 # sees on the real media, in forward order with all upstream clamps already on (so every clamp clips
 # ~5% of its elements at one or both ends; see calibrate_clamps).
 CLIP_PERCENTILES = (5.0, 95.0)
+# The calibrated bounds are committed (<out>/gemma4-mm-tiny/clamps.json) and read at every derivation: a forward
+# pass sums floats in an order that depends on the CPU's kernels (thread count, AVX-512 or not), so bounds taken from
+# one would make the weights, and their sha256 in MANIFEST.json, depend on the machine. Calibrating again is an
+# explicit step (--recalibrate-clamps), followed by a rebuild of the fixture and its goldens.
+CLAMPS_FILE = "clamps.json"
+CLAMPS_FORMAT = "clamp-bounds-v1"
+CLAMP_FIELDS = ("input_min", "input_max", "output_min", "output_max")
 # Design prompts: modality -> (media, text).
 MM_PROMPTS = {
     "image": (["image"], "Describe this image."),
@@ -892,6 +899,67 @@ def calibrate_clamps(model, enc):
     return clips
 
 
+def clamp_bounds(clips):
+    """{module name: {field: float}} of every ClippableLinear's four bounds (float32 values, as float)."""
+    return {n: {k: float(getattr(m, k)) for k in CLAMP_FIELDS} for n, m in sorted(clips.items())}
+
+
+def write_clamps(path, clips):
+    """The calibrated bounds as committed data: hex floats (exact for every float32), sorted, one file."""
+    doc = {"format": CLAMPS_FORMAT,
+           "how": "calibrate_clamps in xtask/reference/fixtures.py (`cargo xtask fixtures --only gemma4-mm-tiny "
+                  "--recalibrate-clamps`): CLIP_PERCENTILES of what each ClippableLinear sees on the image+audio "
+                  "design prompt, in forward order",
+           "percentiles": list(CLIP_PERCENTILES),
+           "bounds": {n: {k: v.hex() for k, v in b.items()} for n, b in clamp_bounds(clips).items()}}
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def load_clamps(model, path):
+    """Set every ClippableLinear's bounds from the committed `path` (write_clamps' format): no forward pass decides
+    a weight. Every module of the model must be there, and nothing else."""
+    clips = clippable_linears(model)
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: missing; the clamp bounds are committed data (recreate them with "
+                         f"`cargo xtask fixtures --only {MM_NAME} --recalibrate-clamps`)")
+    with open(path) as fh:
+        try:
+            doc = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"{path}: not JSON: {e}")
+    if not isinstance(doc, dict) or doc.get("format") != CLAMPS_FORMAT:
+        raise SystemExit(f"{path}: field `format` is {doc.get('format') if isinstance(doc, dict) else doc!r}, "
+                         f"expected {CLAMPS_FORMAT!r}")
+    bounds = doc.get("bounds")
+    if not isinstance(bounds, dict):
+        raise SystemExit(f"{path}: field `bounds` is missing or not an object")
+    if sorted(bounds) != sorted(clips):
+        extra, missing = sorted(set(bounds) - set(clips)), sorted(set(clips) - set(bounds))
+        raise SystemExit(f"{path}: field `bounds` does not name the model's clippable linears (not in the model: "
+                         f"{extra}; missing: {missing})")
+    with torch.no_grad():
+        for n, m in clips.items():
+            b = bounds[n]
+            if not isinstance(b, dict) or sorted(b) != sorted(CLAMP_FIELDS):
+                raise SystemExit(f"{path}: field `bounds.{n}` must hold exactly {list(CLAMP_FIELDS)}")
+            for k in CLAMP_FIELDS:
+                try:
+                    v = float.fromhex(b[k]) if isinstance(b[k], str) else None
+                except ValueError:
+                    v = None
+                if v is None or not np.isfinite(v) or float(np.float32(v)) != v:
+                    raise SystemExit(f"{path}: field `bounds.{n}.{k}` is {b[k]!r}, expected a finite float32 "
+                                     f"as a hex float")
+                getattr(m, k).fill_(v)
+            if not (float(m.input_min) < float(m.input_max) and float(m.output_min) < float(m.output_max)):
+                raise SystemExit(f"{path}: field `bounds.{n}`: each min must be under its max")
+    return clips
+
+
 def check_clamps_bite(model, enc, clips):
     """Every clamp matters: switching any one of them off (the input or the output clamp of one
     ClippableLinear, i.e. one Clip node of the ONNX encoders) moves its tower's features."""
@@ -946,9 +1014,10 @@ def check_design_mm(name, hf_dir, out_root):
     return worst
 
 
-def build_mm_hf(name, hf_dir, out_root, check=True):
-    """The seeded HF reference directory of the multimodal fixture (model + processor). The clamp
-    calibration is part of the weights; check: also run the clamp and design checks."""
+def build_mm_hf(name, hf_dir, out_root, clamps, check=True, recalibrate=False):
+    """The seeded HF reference directory of the multimodal fixture (model + processor), its clamp bounds read from
+    the committed `clamps` file; recalibrate: calibrate them on the media instead and write them to `clamps`.
+    check: also run the clamp and design checks."""
     os.makedirs(hf_dir)
     with tempfile.TemporaryDirectory(prefix="mm-tokenizer-") as tmp:
         tokenizer = build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
@@ -959,10 +1028,15 @@ def build_mm_hf(name, hf_dir, out_root, check=True):
     model = make_model(name)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{name}: {model.config.model_type}, {n_params} params")
-    enc = mm_encode(processor, out_root, "image+audio")
-    clips = calibrate_clamps(model, enc)
+    if recalibrate:
+        enc = mm_encode(processor, out_root, "image+audio")
+        clips = calibrate_clamps(model, enc)
+        write_clamps(clamps, clips)
+        log(f"  clamps: recalibrated, written to {clamps}")
+    else:
+        clips = load_clamps(model, clamps)
     if check:
-        check_clamps_bite(model, enc, clips)
+        check_clamps_bite(model, mm_encode(processor, out_root, "image+audio"), clips)
     model.save_pretrained(hf_dir, safe_serialization=True)
     keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
             "processor_config.json", "chat_template.jinja"}
@@ -973,12 +1047,16 @@ def build_mm_hf(name, hf_dir, out_root, check=True):
         check_design_mm(name, hf_dir, out_root)
 
 
-def build_mm_model(name, out_root):
+def build_mm_model(name, out_root, recalibrate=False):
     final = os.path.join(out_root, name)
     stage = os.path.join(out_root, f".stage-{name}")
     shutil.rmtree(stage, ignore_errors=True)
+    os.makedirs(stage)
     hf_dir = os.path.join(stage, "hf")
-    build_mm_hf(name, hf_dir, out_root)
+    clamps = os.path.join(stage, CLAMPS_FILE)
+    if not recalibrate:
+        shutil.copyfile(os.path.join(final, CLAMPS_FILE), clamps)
+    build_mm_hf(name, hf_dir, out_root, clamps, recalibrate=recalibrate)
     with tempfile.TemporaryDirectory(prefix="mm-mobius-") as tmp:
         mobius_source(hf_dir, os.path.join(tmp, "hf"))  # see MOBIUS_WORKAROUNDS
         for flavour, ep in MM_FLAVOURS.items():
@@ -1068,7 +1146,13 @@ def rebuild_hf(out_root, names):
             if name in MODELS:
                 build_hf(name, stage, tok_dir, check=False)
             else:
-                build_mm_hf(name, stage, out_root, check=False)
+                clamps = os.path.join(out_root, name, CLAMPS_FILE)
+                want_clamps = manifest["sha256"].get(f"{name}/{CLAMPS_FILE}")
+                if want_clamps is not None and os.path.isfile(clamps) and sha256_file(clamps) != want_clamps:
+                    raise SystemExit(f"{name}/{CLAMPS_FILE}: sha256 {sha256_file(clamps)} != MANIFEST {want_clamps}: "
+                                     f"the committed clamp bounds were changed; restore them (git checkout) or rebuild "
+                                     f"the fixture and its goldens")
+                build_mm_hf(name, stage, out_root, clamps, check=False)
             got = {os.path.relpath(os.path.join(d, f), stage): sha256_file(os.path.join(d, f))
                    for d, _, fs in os.walk(stage) for f in fs}
         except BaseException:
@@ -1167,7 +1251,9 @@ def write_manifest(out_root):
                           "clamp_calibration": {
                               "percentiles": list(CLIP_PERCENTILES),
                               "on": "the image+audio design prompt, in forward order; input clamps clip "
-                                    "the top only (lower bound = smallest value seen)"}}
+                                    "the top only (lower bound = smallest value seen)",
+                              "bounds": f"{n}/{CLAMPS_FILE}: committed, read at every derivation (no forward pass "
+                                        f"decides a weight); --recalibrate-clamps calibrates them again"}}
                       for n, s in MM_MODELS.items()}},
         "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",
         "mm_tokenizer": f"the same BPE with ids 0..{len(MM_SPECIAL_TOKENS) - 1} = {' '.join(MM_SPECIAL_TOKENS)}",
@@ -1197,8 +1283,18 @@ def main(argv=None):
     ap.add_argument("--hf-only", action="store_true",
                     help="rebuild only the models' hf/ directories (the derived weights and tokenizer copies) "
                          f"and {', '.join(FOREIGN_DERIVED)}'s derived weights, and verify them against MANIFEST.json")
+    ap.add_argument("--recalibrate-clamps", action="store_true",
+                    help=f"calibrate {MM_NAME}'s clamp bounds on the media again (forward passes: the values depend on "
+                         f"the CPU) and commit them ({MM_NAME}/{CLAMPS_FILE}); a full build only, then regenerate the "
+                         f"goldens")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (default 1); a derivation gives the same bytes with any number")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    if args.threads < 1:
+        raise SystemExit(f"--threads {args.threads}: expected 1 or more")
+    if args.recalibrate_clamps and (args.hf_only or MM_NAME not in (args.only or [MM_NAME])):
+        raise SystemExit(f"--recalibrate-clamps rebuilds {MM_NAME} in full: not with --hf-only, and --only must name it")
+    torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -1225,7 +1321,7 @@ def main(argv=None):
             build_model(name, out)
     for name in MM_MODELS:
         if name in sel:
-            build_mm_model(name, out)
+            build_mm_model(name, out, recalibrate=args.recalibrate_clamps)
     # The models not rebuilt keep their recorded weights: get back any that this checkout lacks
     # (derived, not committed) so that MANIFEST.json still records them.
     lacking = [n for n in (*MODELS, *MM_MODELS) if n not in sel and os.path.isdir(os.path.join(out, n, "onnx"))
