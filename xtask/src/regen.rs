@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mobius_conformance::bootstrap::{target_dir, workspace_root};
 use mobius_conformance::case::{Case, Dtype, Level, Location, Modality};
@@ -16,16 +15,49 @@ use mobius_conformance::trial::{Suite, package_model, relative};
 
 use crate::venv;
 
-fn reference_script(name: &str) -> PathBuf {
-    workspace_root().join("xtask").join("reference").join(name)
-}
+pub mod compare;
 
-fn run_python(args: &[&std::ffi::OsStr]) -> Result<(), String> {
-    venv::ensure()?;
-    let mut cmd = Command::new(venv::python());
-    cmd.args(args).env("PYTHONUNBUFFERED", "1").env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_VERBOSITY", "error");
+/// Runs `python -m reference.<module> args` (see [`venv::reference_command`]), inheriting stdout and stderr.
+pub fn run_reference(module: &str, args: &[std::ffi::OsString]) -> Result<(), String> {
+    let mut cmd = venv::reference_command(module)?;
+    cmd.args(args);
     let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed: {status}")) }
+}
+
+/// The seeded fixtures behind `references` (Hugging Face folders) whose derived files are missing, grouped by the
+/// fixtures folder whose MANIFEST.json records them: `fixtures.py --hf-only --only ...` there, once per folder.
+fn derive_missing(references: impl Iterator<Item = PathBuf>) -> Result<(), String> {
+    let mut by_root: std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<String>> = Default::default();
+    for dir in references {
+        if let Some((fixtures, name)) = missing_derived(&dir)? {
+            by_root.entry(fixtures).or_default().insert(name);
+        }
+    }
+    for (fixtures, names) in by_root {
+        let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), fixtures.into_os_string(), "--hf-only".into(), "--only".into()];
+        argv.extend(names.into_iter().map(Into::into));
+        run_reference("fixtures", &argv)?;
+    }
+    Ok(())
+}
+
+/// For a reference folder `<fixtures>/<name>/hf` that lacks a file its fixtures' MANIFEST.json lists as derived:
+/// `(<fixtures>, <name>)`. None when nothing is missing or the folder is no derived fixture (a user's own model).
+pub fn missing_derived(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
+    let (Some(model), Some(fixtures)) = (dir.parent(), dir.parent().and_then(Path::parent)) else { return Ok(None) };
+    let (Some(name), Some("hf")) = (model.file_name().and_then(|n| n.to_str()), dir.file_name().and_then(|n| n.to_str())) else {
+        return Ok(None);
+    };
+    let manifest = fixtures.join("MANIFEST.json");
+    let Ok(text) = std::fs::read_to_string(&manifest) else { return Ok(None) };
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let files = json.pointer("/derived/files").and_then(|f| f.as_array()).ok_or_else(|| {
+        format!("{}: field `derived.files` is missing or not a list (the files `fixtures --hf-only` derives)", manifest.display())
+    })?;
+    let prefix = format!("{name}/hf/");
+    let missing = files.iter().filter_map(|f| f.as_str()).filter(|f| f.starts_with(&prefix)).any(|f| !fixtures.join(f).is_file());
+    Ok(missing.then(|| (fixtures.to_path_buf(), name.to_string())))
 }
 
 pub fn fixtures(args: &[String]) -> Result<(), String> {
@@ -39,9 +71,8 @@ pub fn fixtures(args: &[String]) -> Result<(), String> {
             other => return Err(format!("fixtures: unknown option `{other}`")),
         }
     }
-    let script = reference_script("fixtures.py");
     let out = workspace_root().join("fixtures");
-    let mut argv: Vec<std::ffi::OsString> = vec![script.into(), "--out".into(), out.into()];
+    let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), out.into()];
     if hf_only {
         argv.push("--hf-only".into());
     }
@@ -49,8 +80,7 @@ pub fn fixtures(args: &[String]) -> Result<(), String> {
         argv.push("--only".into());
         argv.extend(only.into_iter().map(Into::into));
     }
-    let refs: Vec<&std::ffi::OsStr> = argv.iter().map(|s| s.as_os_str()).collect();
-    run_python(&refs)
+    run_reference("fixtures", &argv)
 }
 
 #[derive(Debug, Default)]
@@ -298,27 +328,26 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
             }
         }
     }
-    // The fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) them before any
-    // reference run reads them.
-    let cases = jobs.iter().map(|(_, j)| &j.case).chain(baseline_jobs.iter().map(|(_, b)| b.case()));
-    let derived_missing = cases
-        .into_iter()
-        .any(|c| c.reference_dir(&root).is_some_and(|d| d.join("config.json").is_file() && !d.join("model.safetensors").is_file()));
-    if derived_missing && opts.from_raw.is_none() {
-        fixtures(&["--hf-only".to_string()])?;
+    // The fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) those of the cases this
+    // run covers, and only those, in the fixtures folder their `reference` names (inside the root given).
+    if opts.from_raw.is_none() {
+        let cases = jobs.iter().map(|(_, j)| &j.case).chain(baseline_jobs.iter().map(|(_, b)| b.case()));
+        derive_missing(cases.filter_map(|c| c.reference_dir(&root)))?;
     }
     if !baseline_jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": baseline_jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
         let spec_path = work.join("loglik.json");
         std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
-        run_python(&[reference_script("loglik.py").as_os_str(), spec_path.as_os_str()])?;
+        run_reference("loglik", &[spec_path.into_os_string()])?;
     }
     // Goldens (and baselines) this run made or compared: none means it did nothing, which must not look like success.
     let mut considered = 0;
+    let mut tally = Tally::default();
     for (_, job) in &baseline_jobs {
         considered += 1;
-        let written = crate::baselines::derive(&suite, job)
-            .and_then(|(_, bytes, line)| Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run)?]));
+        let written = crate::baselines::derive(&suite, job).and_then(|(_, bytes, line)| {
+            Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run, &mut tally)?])
+        });
         match written {
             Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
             Err(e) => {
@@ -338,7 +367,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
         let spec_path = work.join("jobs.json");
         std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
-        run_python(&[reference_script("goldens.py").as_os_str(), spec_path.as_os_str()])?;
+        run_reference("goldens", &[spec_path.into_os_string()])?;
         if let Some(keep) = &opts.keep_raw {
             std::fs::create_dir_all(keep).map_err(|e| format!("{}: {e}", keep.display()))?;
             for (_, job) in &jobs {
@@ -350,7 +379,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         }
     }
     for (_, job) in &jobs {
-        match write_case_goldens(&suite, job, opts, &mut margins) {
+        match write_case_goldens(&suite, job, opts, &mut margins, &mut tally) {
             Ok((lines, n)) => {
                 considered += n;
                 lines.iter().for_each(|l| println!("{l}"));
@@ -362,6 +391,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
+    tally.lines().iter().for_each(|l| println!("{l}"));
     if failures > 0 {
         return Err(format!("{failures} case(s) failed"));
     }
@@ -450,7 +480,13 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 
 /// Derives one job's goldens and writes them, all together or none; returns the lines to print and how many
 /// goldens it made or compared.
-fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Vec<Margin>) -> Result<(Vec<String>, usize), String> {
+fn write_case_goldens(
+    suite: &Suite,
+    job: &Job,
+    opts: &Options,
+    margins: &mut Vec<Margin>,
+    tally: &mut Tally,
+) -> Result<(Vec<String>, usize), String> {
     let RawRun { tensors, meta } = read_raw(&job.raw)?;
     let get = |name: &str, dtype: safetensors::Dtype| raw_tensor(&job.raw, &tensors, name, dtype);
     use safetensors::Dtype::{F32, I64};
@@ -546,7 +582,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
         }
         margins.push(Margin { what, min, step, steps: run.step_logits.len(), near_tie });
     }
-    let mut targets: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut targets: Vec<(Kind, PathBuf, Vec<u8>)> = Vec::new();
     if media && job.dtype.golden_suffix().is_none() {
         // A multi-media stream keeps only what its single-media streams (written earlier in this run) do not hold.
         let mut own = Inputs { tensors: fed.tensors.clone() };
@@ -556,10 +592,10 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
             let theirs = Inputs::from_safetensors(&relative(root, shared), &bytes).map_err(|e| e.to_string())?;
             own.tensors.retain(|t| !theirs.tensors.iter().any(|o| o == t));
         }
-        targets.push((paths.inputs.clone(), own.to_safetensors().map_err(|e| e.to_string())?));
+        targets.push((Kind::Inputs, paths.inputs.clone(), own.to_safetensors().map_err(|e| e.to_string())?));
     }
     if !features.tensors.is_empty() && job.dtype.golden_suffix().is_none() {
-        targets.push((paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
+        targets.push((Kind::Features, paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
     }
     for &level in job.case.levels() {
         if opts.level.is_some_and(|l| l != level) {
@@ -567,38 +603,126 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
         }
         match level {
             Level::L4 => {
-                targets.push((paths.prefill.clone(), files.prefill.clone()));
+                targets.push((Kind::Prefill, paths.prefill.clone(), files.prefill.clone()));
                 if let Some(s) = &files.sidecar {
-                    targets.push((paths.sidecar(), s.clone()));
+                    targets.push((Kind::Sidecar, paths.sidecar(), s.clone()));
                 }
             }
-            Level::L5 => targets.push((paths.generation.clone(), files.generation.clone())),
+            Level::L5 => targets.push((Kind::Generation, paths.generation.clone(), files.generation.clone())),
             Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => {}
         }
     }
-    // A case's goldens change together or not at all: one that differs without --force holds back the others,
-    // and the ones written go to disk in one step.
+    // The noise the reference measured for this stream, as its stored L4 golden records it (else as this run did).
+    let bounds = compare::Bounds::of_prefill(&std::fs::read(&paths.prefill).unwrap_or_else(|_| files.prefill.clone()));
+    // A case's goldens change together or not at all: one that differs (by more than the reference's noise) without
+    // --force holds back the others, and the ones written go to disk in one step.
     let considered = targets.len();
-    let differs = |path: &Path, bytes: &[u8]| std::fs::read(path).ok().is_some_and(|old| old != bytes);
-    let held_back = !opts.force && targets.iter().any(|(p, b)| differs(p, b));
+    let compared: Vec<(Kind, PathBuf, Vec<u8>, Option<compare::Diff>)> = targets
+        .into_iter()
+        .map(|(kind, path, bytes)| {
+            let diff = std::fs::read(&path).ok().map(|old| kind.compare(&bounds, &old, &bytes));
+            (kind, path, bytes, diff)
+        })
+        .collect();
+    let held_back = !opts.force && compared.iter().any(|(.., d)| d.as_ref().is_some_and(compare::Diff::is_change));
     let mut to_write = Vec::new();
-    for (path, bytes) in targets {
+    for (kind, path, bytes, diff) in compared {
         let shown = relative(root, &path);
-        let existing = std::fs::read(&path).ok();
-        let line = match existing {
-            Some(old) if old == bytes => format!("UNCHANGED  {shown}"),
-            Some(_) if !opts.force => format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"),
-            _ if held_back => format!("SKIPPED    {shown} (another golden of this case differs; pass --force to write them together)"),
-            _ if opts.dry_run => format!("SAVED      {shown} (dry run: not written)"),
+        let (line, outcome) = match diff {
+            Some(compare::Diff::Same) => (format!("UNCHANGED  {shown}"), Outcome::Unchanged),
+            Some(d @ compare::Diff::NoiseOnly { .. }) if !opts.force => (format!("UNCHANGED  {shown} ({d})"), Outcome::NoiseOnly),
+            Some(d @ compare::Diff::Changed { .. }) if !opts.force => {
+                (format!("SKIPPED    {shown} (differs from the reference now, at {d}; pass --force to overwrite)"), Outcome::Changed)
+            }
+            _ if held_back => (
+                format!("SKIPPED    {shown} (another golden of this case differs; pass --force to write them together)"),
+                Outcome::HeldBack,
+            ),
+            _ if opts.dry_run => (format!("SAVED      {shown} (dry run: not written)"), Outcome::Saved),
             _ => {
                 to_write.push((path, bytes));
-                format!("SAVED      {shown}")
+                (format!("SAVED      {shown}"), Outcome::Saved)
             }
         };
+        tally.add(kind, outcome);
         lines.push(line);
     }
     golden::write_all_atomic(&to_write).map_err(|e| format!("{e} (none of this case's goldens was changed)"))?;
     Ok((lines, considered))
+}
+
+/// What a golden file holds, for comparing it within noise and for the counts a run prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Prefill,
+    Sidecar,
+    Generation,
+    Inputs,
+    Features,
+    Baseline,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Prefill => "L4 logits and positions",
+            Kind::Sidecar => "L4 full-logits sidecars",
+            Kind::Generation => "L5 tokens and step logits",
+            Kind::Inputs => "processed media inputs",
+            Kind::Features => "encoder features",
+            Kind::Baseline => "accuracy baselines",
+        }
+    }
+
+    /// A stored file of this kind against the regenerated one. The processed inputs are what the model is fed:
+    /// compared exactly. Encoder features are judged by the stream's last-position noise, the one measure of the
+    /// reference's float32 error it has (an audio stream has none: exact).
+    fn compare(self, bounds: &compare::Bounds, old: &[u8], new: &[u8]) -> compare::Diff {
+        match self {
+            Kind::Prefill => compare::json(old, new, &|p| bounds.prefill(p)),
+            Kind::Generation => compare::json(old, new, &|p| bounds.generation(p)),
+            Kind::Sidecar | Kind::Features => compare::safetensors(old, new, bounds.last),
+            Kind::Inputs => compare::safetensors(old, new, None),
+            Kind::Baseline => compare::json(old, new, &|_| None),
+        }
+    }
+}
+
+/// What became of one golden file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Unchanged,
+    NoiseOnly,
+    Changed,
+    HeldBack,
+    Saved,
+}
+
+/// Per kind of golden: how many were unchanged, noise only, changed (over the noise), held back, saved.
+#[derive(Debug, Default)]
+pub struct Tally(std::collections::BTreeMap<Kind, [usize; 5]>);
+
+impl Tally {
+    pub fn add(&mut self, kind: Kind, outcome: Outcome) {
+        let i = match outcome {
+            Outcome::Unchanged => 0,
+            Outcome::NoiseOnly => 1,
+            Outcome::Changed => 2,
+            Outcome::HeldBack => 3,
+            Outcome::Saved => 4,
+        };
+        self.0.entry(kind).or_default()[i] += 1;
+    }
+
+    /// One line per kind, for the end of a run.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(k, [u, n, c, h, s])| {
+                format!("counted    {}: {u} unchanged, {n} noise only, {c} changed, {h} held back, {s} saved", k.name())
+            })
+            .collect()
+    }
 }
 
 /// Every prompt position in brief (`position_*` tensors), as the golden stores it; empty for raw outputs from before
@@ -660,5 +784,36 @@ pub fn provenance(root: &Path, case: &Case, meta: &HashMap<String, String>) -> P
         dtype: "float32".into(),
         device: "cpu".into(),
         weights: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixtures folder whose MANIFEST.json derives `a/hf/model.safetensors` and `b/hf/model.safetensors`.
+    fn fixtures(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mobius-derive-plan-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for m in ["a", "b", "user"] {
+            std::fs::create_dir_all(dir.join(m).join("hf")).unwrap();
+        }
+        let manifest = serde_json::json!({"derived": {"files": ["a/hf/model.safetensors", "b/hf/model.safetensors"]}});
+        std::fs::write(dir.join("MANIFEST.json"), manifest.to_string()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn only_the_fixture_a_case_reads_is_derived_and_in_the_fixtures_folder_it_names() {
+        let dir = fixtures("one");
+        assert_eq!(missing_derived(&dir.join("a/hf")).unwrap(), Some((dir.clone(), "a".to_string())));
+        std::fs::write(dir.join("a/hf/model.safetensors"), b"x").unwrap();
+        assert_eq!(missing_derived(&dir.join("a/hf")).unwrap(), None, "nothing missing: nothing to derive");
+        assert_eq!(missing_derived(&dir.join("user/hf")).unwrap(), None, "a folder the MANIFEST derives nothing for");
+        assert_eq!(missing_derived(&std::env::temp_dir().join("no-such-model/hf")).unwrap(), None);
+        std::fs::write(dir.join("MANIFEST.json"), "{}").unwrap();
+        let e = missing_derived(&dir.join("b/hf")).unwrap_err();
+        assert!(e.contains("MANIFEST.json") && e.contains("derived.files"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -37,6 +37,24 @@ pub fn python() -> PathBuf {
     venv_dir().join("bin").join("python")
 }
 
+/// `python -m reference.<module>` in the venv (made first if needed): the reference side is one Python package,
+/// `xtask/reference`, found through `PYTHONPATH` (the folder above it), so every module imports its siblings by name
+/// and paths given on the command line stay relative to the caller's folder. Offline, unbuffered, quiet.
+pub fn reference_command(module: &str) -> Result<Command, String> {
+    ensure()?;
+    let mut cmd = Command::new(python());
+    let xtask = reference_dir().parent().expect("xtask/reference has a parent").to_path_buf();
+    let path = std::env::join_paths(std::iter::once(xtask).chain(std::env::var_os("PYTHONPATH").iter().flat_map(std::env::split_paths)))
+        .map_err(|e| format!("PYTHONPATH: {e}"))?;
+    cmd.arg("-m")
+        .arg(format!("reference.{module}"))
+        .env("PYTHONPATH", path)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_VERBOSITY", "error");
+    Ok(cmd)
+}
+
 fn run(cmd: &mut Command) -> Result<(), String> {
     let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed: {status}")) }
