@@ -1,19 +1,19 @@
-#!/usr/bin/env python3
 """Build the tiny, offline, deterministic fixtures of the conformance suite.
 
-    python fixtures.py --out <repo>/fixtures [--only NAME ...]
-    python fixtures.py --out <repo>/fixtures --hf-only [--only MODEL ...]
+    python -m reference.fixtures --out <repo>/fixtures [--only NAME ...] [--recalibrate-clamps]
+    python -m reference.fixtures --out <repo>/fixtures --hf-only [--only MODEL ...] [--threads N]
 
-NAME is one of: tokenizer, qwen3-tiny, llama-tiny, gemma3-tiny, gemma4-tiny, gemma4-mm-tiny (multimodal);
-with --hf-only also arith-tiny (arith.py's fixture, see below).
+(run by `cargo xtask fixtures`, which also runs arith.py for arith-tiny). NAME is one of: tokenizer, qwen3-tiny,
+llama-tiny, gemma3-tiny, gemma4-tiny, gemma4-mm-tiny (multimodal).
 
 --hf-only rebuilds only the seeded HF reference directories (<model>/hf/: no design checks, no mobius
 builds, no quantization) and verifies every rebuilt file against MANIFEST.json: the seeded weights
 (<model>/hf/model.safetensors) and the text fixtures' copies of the shared tokenizer (<model>/hf/tokenizer*.json)
 are derived, not committed (.gitignore), and this is how a checkout gets them back. It fails if they no longer
-reproduce byte for byte (MANIFEST.json is left alone). It also rebuilds arith.py's one derived file,
-arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32; see
-arith.py derive_weights), checked against MANIFEST.json the same way.
+reproduce byte for byte (MANIFEST.json is left alone). arith.py's one derived file,
+arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32), is rebuilt by
+arith.py itself (`--derive-only`; `cargo xtask fixtures --hf-only` runs both), checked against MANIFEST.json the
+same way.
 
 Layout written under --out:
 
@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import json
 import os
 import platform
@@ -67,15 +66,13 @@ import sysconfig
 import tempfile
 import time
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+from .common import log, sha256_file
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+
+from . import hf_run  # noqa: E402
 
 VOCAB = 512
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]  # ids 0..3, Gemma order
@@ -302,7 +299,7 @@ PACKAGE_KEEP = ("model.onnx", "model.onnx.data", "genai_config.json")
 # tokenizer/ (save_hf); the multimodal fixture's tokenizer is its own and stays committed.
 DERIVED_WEIGHTS = ("hf/model.safetensors",)
 DERIVED_TOKENIZER = tuple(f"hf/{f}" for f in TOKENIZER_FILES)
-# Derived files of fixtures that another generator owns, rebuilt by --hf-only too (rebuild_foreign) and
+# Derived files of fixtures that another generator owns (rebuilt by that generator: arith.py --derive-only) and
 # recorded in MANIFEST.json (write_manifest keeps the sha256 that generator recorded): arith.py's trained
 # weights, rebuilt from the initializers of its committed default-f32 package.
 ARITH_NAME = "arith-tiny"
@@ -329,8 +326,8 @@ INT4_FOLD_HEAD = ("qwen3-tiny",)
 # fixtures and goldens. Its cpu build matched HF to 1.3e-6 when measured.
 MM_FLAVOURS = {"default-f32": "default"}
 
-# Packages that mobius-onnx 0.1.0 builds wrongly (found with parity.py; kept as built: they are real
-# exporter bugs that the suite should report, not hide).
+# Packages that mobius-onnx 0.1.0 builds wrongly (found comparing them with HF; kept as built: they are real
+# exporter bugs that the suite should report, not hide, and its trials do).
 KNOWN_ISSUES = {
     "gemma3-tiny/onnx/cpu-f32": (
         "mobius-onnx 0.1.0 --ep cpu (GroupQueryAttention) for gemma3_text: the full-attention layer "
@@ -393,10 +390,6 @@ MOBIUS_WORKAROUNDS = {
         "fixed, its processor fails to open tokenizer_config.json. Each package gets model.type gemma4 and a "
         "copy of hf/'s tokenizer.json and tokenizer_config.json (complete_mm_package), as a user's package must"),
 }
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -777,16 +770,6 @@ def build_model(name, out_root):
 # multimodal (gemma4-mm-tiny)
 
 
-def _goldens():
-    """goldens.py (next to this file): the multimodal encode / greedy path the goldens use."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import goldens
-
-    return goldens
-
-
 def media_path(out_root, kind):
     p = os.path.join(out_root, MEDIA_DIR, MEDIA[kind])
     if not os.path.isfile(p):
@@ -814,12 +797,11 @@ def make_processor(tokenizer):
 
 def mm_encode(processor, out_root, modality):
     """The processor's inputs for MM_PROMPTS[modality] on the real media (as goldens.py builds them)."""
-    G = _goldens()
     kinds, text = MM_PROMPTS[modality]
-    images = [G.load_image(media_path(out_root, "image"))] if "image" in kinds else []
+    images = [hf_run.load_image(media_path(out_root, "image"))] if "image" in kinds else []
     sr = processor.feature_extractor.sampling_rate
-    audio = [G.load_audio(media_path(out_root, "audio"), sr)] if "audio" in kinds else []
-    return G.mm_encode(processor, text, images, audio)
+    audio = [hf_run.load_audio(media_path(out_root, "audio"), sr)] if "audio" in kinds else []
+    return hf_run.mm_encode(processor, text, images, audio)
 
 
 def clippable_linears(model):
@@ -992,13 +974,12 @@ def check_design_mm(name, hf_dir, out_root):
     golden far from ties, no EOS or other special token, no collapse into one repeated token."""
     from transformers import AutoProcessor
 
-    G = _goldens()
     processor = AutoProcessor.from_pretrained(hf_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     worst = None
     for modality in MM_PROMPTS:
         enc = mm_encode(processor, out_root, modality)
-        prefill, generated, steps = G.greedy(model, enc, GEN_TOKENS, [EOS_ID], PAD_ID)
+        prefill, generated, steps = hf_run.greedy(model, enc, GEN_TOKENS, [EOS_ID], PAD_ID)
         tokens = generated.tolist()
         ids = enc["input_ids"][0].tolist()
         margins = design_gate(f"{name} {modality}", f"prompt {len(ids)} tokens ({ids.count(MM_TOKEN_IDS['image_token_id'])} "
@@ -1105,14 +1086,6 @@ def mobius_source(hf_dir, dst):
 # manifest and the derived HF weights
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def read_manifest(out_root):
     path = os.path.join(out_root, "MANIFEST.json")
     if not os.path.isfile(path):
@@ -1177,23 +1150,6 @@ def rebuild_hf(out_root, names):
         shutil.rmtree(final, ignore_errors=True)
         os.rename(stage, final)
         log(f"{name}: hf/ rebuilt, {len(got)} files match MANIFEST.json in {time.time() - t0:.1f}s")
-
-
-def rebuild_foreign(out_root, names):
-    """--hf-only for the fixtures other generators own (FOREIGN_DERIVED): arith.py rebuilds arith-tiny's
-    trained weights from its committed default-f32 package and checks them against MANIFEST.json."""
-    for name in names:
-        if not os.path.isdir(os.path.join(out_root, name, "onnx")):
-            log(f"{name}: no {name}/onnx/ here, nothing to rebuild")
-            continue
-        if name != ARITH_NAME:
-            raise SystemExit(f"no generator known for the derived files of {name}")
-        here = os.path.dirname(os.path.abspath(__file__))
-        if here not in sys.path:
-            sys.path.insert(0, here)
-        import arith
-
-        arith.derive_weights(out_root)
 
 
 def write_manifest(out_root):
@@ -1278,11 +1234,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="fixtures directory (created if missing)")
     names = ["tokenizer", *MODELS, *MM_MODELS]
-    ap.add_argument("--only", nargs="+", choices=[*names, *FOREIGN_DERIVED], metavar="NAME",
-                    help=f"build only these ({', '.join(names)}; with --hf-only also {', '.join(FOREIGN_DERIVED)})")
+    ap.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=f"build only these ({', '.join(names)})")
     ap.add_argument("--hf-only", action="store_true",
                     help="rebuild only the models' hf/ directories (the derived weights and tokenizer copies) "
-                         f"and {', '.join(FOREIGN_DERIVED)}'s derived weights, and verify them against MANIFEST.json")
+                         "and verify them against MANIFEST.json")
     ap.add_argument("--recalibrate-clamps", action="store_true",
                     help=f"calibrate {MM_NAME}'s clamp bounds on the media again (forward passes: the values depend on "
                          f"the CPU) and commit them ({MM_NAME}/{CLAMPS_FILE}); a full build only, then regenerate the "
@@ -1298,7 +1253,7 @@ def main(argv=None):
     torch.use_deterministic_algorithms(True)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    sel = set(args.only or [*names, *FOREIGN_DERIVED])
+    sel = set(args.only or names)
     t0 = time.time()
     tok_dir = os.path.join(out, "tokenizer")
     if args.hf_only:
@@ -1307,12 +1262,8 @@ def main(argv=None):
         if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
             raise SystemExit(f"--hf-only needs the committed {tok_dir}")
         rebuild_hf(out, [n for n in (*MODELS, *MM_MODELS) if n in sel])
-        rebuild_foreign(out, [n for n in FOREIGN_DERIVED if n in sel])
         log(f"done in {time.time() - t0:.1f}s")
         return
-    foreign = sorted(sel & set(FOREIGN_DERIVED)) if args.only else []
-    if foreign:
-        raise SystemExit(f"{', '.join(foreign)}: built by its own generator (arith.py); here only with --hf-only")
     if "tokenizer" in sel or not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
         shutil.rmtree(tok_dir, ignore_errors=True)
         build_tokenizer(tok_dir)

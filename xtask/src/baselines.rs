@@ -16,6 +16,9 @@ use mobius_conformance::trial::{Suite, relative};
 
 use crate::regen::{Kind, Outcome, Tally, compare};
 
+/// The format of loglik.py's raw outputs this xtask reads (their metadata `format`).
+pub const LOGLIK_FORMAT: &str = "loglik-v1";
+
 /// One task of one case, with the requests sent to the reference.
 pub struct BaselineJob {
     case: Case,
@@ -57,7 +60,10 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
                 }
             }
         }
-        let spec = serde_json::json!({ "reference": reference, "out": raw, "requests": requests, "generate": generate });
+        let spec = serde_json::json!({
+            "reference": reference, "out": raw, "requests": requests, "generate": generate,
+            "eos_token_id": case.spec.generation.eos_token_id, "genai_config": crate::regen::genai_config(suite, case),
+        });
         let out_path = suite.baseline_path(&name, &case.name);
         out.push((spec, BaselineJob { case: case.clone(), task, items, raw, out: out_path }));
     }
@@ -88,6 +94,7 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let meta = meta.metadata().clone().unwrap_or_default();
+    crate::regen::check_format(&job.raw, meta.get("format").map(String::as_str), LOGLIK_FORMAT, "xtask/reference/loglik.py")?;
     let tensor = |name: &str| st.tensor(name).map_err(|e| format!("{}: tensor `{name}`: {e}", job.raw.display()));
     let spec = &job.task.spec;
     let root = &suite.root;

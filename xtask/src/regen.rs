@@ -35,9 +35,7 @@ fn derive_missing(references: impl Iterator<Item = PathBuf>) -> Result<(), Strin
         }
     }
     for (fixtures, names) in by_root {
-        let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), fixtures.into_os_string(), "--hf-only".into(), "--only".into()];
-        argv.extend(names.into_iter().map(Into::into));
-        run_reference("fixtures", &argv)?;
+        FixtureJob { only: names.into_iter().collect(), hf_only: true, ..FixtureJob::default() }.run(&fixtures)?;
     }
     Ok(())
 }
@@ -60,27 +58,63 @@ pub fn missing_derived(dir: &Path) -> Result<Option<(PathBuf, String)>, String> 
     Ok(missing.then(|| (fixtures.to_path_buf(), name.to_string())))
 }
 
+/// The fixture that `reference.arith` builds (trained, not seeded); every other one is `reference.fixtures`'.
+const ARITH: &str = "arith-tiny";
+
 pub fn fixtures(args: &[String]) -> Result<(), String> {
-    let mut only = Vec::new();
-    let mut hf_only = false;
+    let mut job = FixtureJob::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--only" => only.push(it.next().ok_or("--only needs a fixture name")?.clone()),
-            "--hf-only" => hf_only = true,
+            "--only" => job.only.push(it.next().ok_or("--only needs a fixture name")?.clone()),
+            "--hf-only" => job.hf_only = true,
+            "--retrain" => job.retrain = true,
+            "--recalibrate-clamps" => job.pass.push(a.into()),
+            "--threads" => job.pass.extend([a.into(), it.next().ok_or("--threads needs a number")?.into()]),
             other => return Err(format!("fixtures: unknown option `{other}`")),
         }
     }
-    let out = workspace_root().join("fixtures");
-    let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), out.into()];
-    if hf_only {
-        argv.push("--hf-only".into());
+    job.run(&workspace_root().join("fixtures"))
+}
+
+/// What `cargo xtask fixtures` was asked to build, split between the two generators.
+#[derive(Debug, Default)]
+struct FixtureJob {
+    only: Vec<String>,
+    hf_only: bool,
+    retrain: bool,
+    /// Options for `reference.fixtures` as given (`--recalibrate-clamps`, `--threads N`).
+    pass: Vec<std::ffi::OsString>,
+}
+
+impl FixtureJob {
+    fn run(&self, out: &Path) -> Result<(), String> {
+        let seeded: Vec<&String> = self.only.iter().filter(|n| *n != ARITH).collect();
+        // arith-tiny: with --hf-only its derived weights (as every other fixture's), else only when named.
+        let arith = if self.only.is_empty() { self.hf_only } else { seeded.len() < self.only.len() };
+        if self.retrain && (!arith || self.hf_only) {
+            return Err(format!("fixtures: --retrain trains {ARITH} again: pass --only {ARITH}, without --hf-only"));
+        }
+        if self.only.is_empty() || !seeded.is_empty() {
+            let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), out.into()];
+            if self.hf_only {
+                argv.push("--hf-only".into());
+            }
+            if !seeded.is_empty() {
+                argv.push("--only".into());
+                argv.extend(seeded.iter().map(Into::into));
+            }
+            argv.extend(self.pass.iter().cloned());
+            run_reference("fixtures", &argv)?;
+        }
+        if arith {
+            let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), out.into()];
+            argv.extend(self.hf_only.then(|| "--derive-only".into()));
+            argv.extend(self.retrain.then(|| "--retrain".into()));
+            run_reference("arith", &argv)?;
+        }
+        Ok(())
     }
-    if !only.is_empty() {
-        argv.push("--only".into());
-        argv.extend(only.into_iter().map(Into::into));
-    }
-    run_reference("fixtures", &argv)
 }
 
 #[derive(Debug, Default)]
@@ -175,11 +209,13 @@ fn plan_job(
     let media =
         |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
     let images = media(&case.spec.inputs.images, matches!(modality, Modality::Image | Modality::ImageAudio));
+    let genai = genai_config_at(suite, case);
     let audio = media(&case.spec.inputs.audio, matches!(modality, Modality::Audio | Modality::ImageAudio));
     // What the reference reads stays inside the suite root, symlinks resolved, unless the case opts out.
     if !case.spec.external_paths {
         let local_tok = matches!(case.tokenizer_location(root), Some(Location::Local(_))).then_some(("tokenizer", &tok));
-        let named = [("reference", &reference)].into_iter().chain(local_tok);
+        let local_genai = genai.as_ref().filter(|(_, local)| *local).map(|(g, _)| ("matrix.package", g));
+        let named = [("reference", &reference)].into_iter().chain(local_tok).chain(local_genai);
         let media = images.iter().map(|p| ("inputs.images", p)).chain(audio.iter().map(|p| ("inputs.audio", p)));
         for (field, p) in named.chain(media) {
             let what = format!("{}: field `{field}`", case.file);
@@ -204,6 +240,7 @@ fn plan_job(
         "prompt": prompt,
         "max_new_tokens": case.max_new_tokens(),
         "eos_token_id": case.spec.generation.eos_token_id,
+        "genai_config": genai.map(|(g, _)| g),
         "trust_remote_code": case.spec.trust_remote_code,
         "out": raw,
     });
@@ -212,6 +249,23 @@ fn plan_job(
     }
     Ok(Ok((spec, Job { case: case.clone(), modality, dtype, raw, ids })))
 }
+
+/// The genai_config.json of the case's first package that has one (local, or in the Hugging Face cache): where the
+/// reference, like the suite's runner, finds the EOS ids when the case names none (`common.eos_ids`).
+pub fn genai_config(suite: &Suite, case: &Case) -> Option<PathBuf> {
+    genai_config_at(suite, case).map(|(file, _)| file)
+}
+
+/// [`genai_config`], and whether it is a local package's (to be kept inside the root) or the Hub cache's.
+fn genai_config_at(suite: &Suite, case: &Case) -> Option<(PathBuf, bool)> {
+    case.variants(&suite.root).into_iter().filter_map(|v| v.package).find_map(|p| {
+        let file = p.resolve("genai_config.json").ok()?.join("genai_config.json");
+        file.is_file().then_some((file, matches!(p, Location::Local(_))))
+    })
+}
+
+/// The format of the raw outputs this xtask reads (goldens.py writes `common.RAW_FORMAT` into their metadata).
+pub const RAW_FORMAT: &str = "golden-raw-v1";
 
 /// A golden's smallest reference top1-top2 margin, and the loosest near-tie margin of the dtypes it judges.
 #[derive(Debug, Clone, PartialEq)]
@@ -441,6 +495,8 @@ fn read_raw(path: &Path) -> Result<RawRun, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    check_format(path, meta.get("format").map(String::as_str), RAW_FORMAT, "xtask/reference/goldens.py")?;
     let tensors = st
         .names()
         .into_iter()
@@ -449,7 +505,21 @@ fn read_raw(path: &Path) -> Result<RawRun, String> {
             (n.to_string(), RawTensor { shape: t.shape().to_vec(), data: t.data().to_vec(), dtype: t.dtype() })
         })
         .collect();
-    Ok(RawRun { tensors, meta: meta.metadata().clone().unwrap_or_default() })
+    Ok(RawRun { tensors, meta })
+}
+
+/// The raw outputs' metadata field `format` against the version this xtask reads; a mismatch says which side is
+/// older and how to get a matching pair.
+pub fn check_format(path: &Path, got: Option<&str>, want: &str, writer: &str) -> Result<(), String> {
+    match got {
+        Some(g) if g == want => Ok(()),
+        got => Err(format!(
+            "{}: metadata field `format` is {}, this xtask reads {want:?}: the raw outputs come from another version of {writer} \
+             (rerun the reference without --from-raw, or use the xtask of the same checkout)",
+            path.display(),
+            got.map_or_else(|| "missing".to_string(), |g| format!("{g:?}"))
+        )),
+    }
 }
 
 /// A raw output's tensor `name` (shape and bytes), which must be there with `dtype`; errors name the file.
@@ -790,6 +860,16 @@ pub fn provenance(root: &Path, case: &Case, meta: &HashMap<String, String>) -> P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_outputs_of_another_format_are_refused_naming_the_file_and_both_versions() {
+        let p = Path::new("raw/qwen3-tiny.text.safetensors");
+        assert!(check_format(p, Some(RAW_FORMAT), RAW_FORMAT, "goldens.py").is_ok());
+        let e = check_format(p, Some("golden-raw-v0"), RAW_FORMAT, "goldens.py").unwrap_err();
+        assert!(e.contains("raw/qwen3-tiny.text.safetensors") && e.contains("\"golden-raw-v0\"") && e.contains(RAW_FORMAT), "{e}");
+        let e = check_format(p, None, RAW_FORMAT, "goldens.py").unwrap_err();
+        assert!(e.contains("`format` is missing"), "{e}");
+    }
 
     /// A fixtures folder whose MANIFEST.json derives `a/hf/model.safetensors` and `b/hf/model.safetensors`.
     fn fixtures(tag: &str) -> PathBuf {
