@@ -11,7 +11,7 @@ import json
 import os
 
 for _key, _value in (("HF_HUB_OFFLINE", "1"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"), ("TRANSFORMERS_OFFLINE", "1"),
-                     ("TOKENIZERS_PARALLELISM", "false"), ("OMP_NUM_THREADS", "1"),
+                     ("HF_DATASETS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"), ("OMP_NUM_THREADS", "1"),
                      ("CUBLAS_WORKSPACE_CONFIG", ":4096:8"), ("TRANSFORMERS_VERBOSITY", "error")):
     os.environ.setdefault(_key, _value)
 

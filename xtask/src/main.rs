@@ -21,11 +21,14 @@ const TASKS: &[(&str, &str)] = &[
     (
         "fixtures",
         "\
-  fixtures [--only NAME ...] [--hf-only]
+  fixtures [--only NAME ...] [--hf-only] [--retrain] [--recalibrate-clamps] [--threads N]
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
       with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
       quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
       just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
+      --only arith-tiny rebuilds the trained fixture's packages and tasks (--retrain: train it again);
+      --recalibrate-clamps calibrates gemma4-mm-tiny's clamp bounds on the media again (then regenerate its
+      goldens); --threads N derives with N torch threads (the same bytes).
 ",
     ),
     (
@@ -115,6 +118,25 @@ const TASKS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "reference-data",
+        "\
+  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles ...]
+      Rewrite the committed data the reference tools produce, from the repository root: the real tier's
+      knowledge items (fixtures/tasks/knowledge/test.jsonl, seeded), and lm-eval 0.4.13's own answers on the
+      gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json), which the
+      suite's tests compare with. `git diff` shows what changed.
+",
+    ),
+    (
+        "lock",
+        "\
+  lock [--check]
+      Rewrite xtask/reference/requirements.lock from the reference venv (every installed distribution with
+      the sha256 of each file PyPI holds for it), after `pip install -r xtask/reference/requirements.txt` into
+      the venv; --check only says whether the lock on disk is current.
+",
+    ),
+    (
         "venv",
         "\
   venv
@@ -163,6 +185,8 @@ fn main() -> ExitCode {
         "mutants" => mutants::mutants(rest),
         "bench" => bench::bench(rest),
         "gpu-check" => gpu::gpu_check(rest),
+        "reference-data" => regen::reference_data(rest),
+        "lock" => venv::lock_task(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),
         "help" | "--help" | "-h" => match rest.first() {
             Some(t) => task_help(t).map(|h| print!("{h}")).ok_or_else(|| format!("unknown task `{t}`\n\n{}", help())),

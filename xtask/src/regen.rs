@@ -58,6 +58,51 @@ pub fn missing_derived(dir: &Path) -> Result<Option<(PathBuf, String)>, String> 
     Ok(missing.then(|| (fixtures.to_path_buf(), name.to_string())))
 }
 
+/// The committed data that reference tools derive, by name: (module, arguments, what it writes, the derived fixture
+/// it reads).
+const REFERENCE_DATA: &[(&str, &str, &str, Option<&str>)] = &[
+    ("knowledge", "knowledge_items", "fixtures/tasks/knowledge/test.jsonl", None),
+    ("lmeval-corners", "lmeval.corners", "tests/data/lmeval/corners.json", Some("arith-tiny")),
+    ("lmeval-taskfiles", "lmeval.taskfiles", "tests/data/lmeval/taskfiles.json", Some("qwen3-tiny")),
+];
+
+/// `cargo xtask reference-data [--only NAME ...]`: rewrite the committed data that lm-eval or a seeded generator
+/// produces (run from the repository root, where their default paths point); `git diff` then shows any change.
+pub fn reference_data(args: &[String]) -> Result<(), String> {
+    let names: Vec<&str> = REFERENCE_DATA.iter().map(|d| d.0).collect();
+    let mut only = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--only" => {
+                let n = it.next().ok_or("--only needs a name")?;
+                if !names.contains(&n.as_str()) {
+                    return Err(format!("reference-data: --only {n:?}: expected one of {}", names.join(", ")));
+                }
+                only.push(n.clone());
+            }
+            other => return Err(format!("reference-data: unknown option `{other}`")),
+        }
+    }
+    let root = workspace_root();
+    for (name, module, writes, needs) in REFERENCE_DATA {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        if let Some(fixture) = needs {
+            derive_missing(std::iter::once(root.join("fixtures").join(fixture).join("hf")))?;
+        }
+        let mut cmd = venv::reference_command(module)?;
+        cmd.current_dir(&root);
+        let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
+        if !status.success() {
+            return Err(format!("reference-data {name}: {cmd:?} failed: {status}"));
+        }
+        println!("WROTE      {writes}");
+    }
+    Ok(())
+}
+
 /// The fixture that `reference.arith` builds (trained, not seeded); every other one is `reference.fixtures`'.
 const ARITH: &str = "arith-tiny";
 
@@ -860,6 +905,18 @@ pub fn provenance(root: &Path, case: &Case, meta: &HashMap<String, String>) -> P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixture_options_that_cannot_apply_are_refused_before_anything_runs() {
+        let out = Path::new("/nonexistent-fixtures");
+        let e = FixtureJob { retrain: true, ..FixtureJob::default() }.run(out).unwrap_err();
+        assert!(e.contains("--retrain") && e.contains("--only arith-tiny"), "{e}");
+        let e = FixtureJob { retrain: true, hf_only: true, only: vec![ARITH.into()], ..FixtureJob::default() }.run(out).unwrap_err();
+        assert!(e.contains("without --hf-only"), "{e}");
+        let e = reference_data(&["--only".into(), "corners".into()]).unwrap_err();
+        assert!(e.contains("lmeval-corners") && e.contains("knowledge"), "{e}");
+        assert!(super::fixtures(&["--bogus".into()]).unwrap_err().contains("unknown option `--bogus`"));
+    }
 
     #[test]
     fn raw_outputs_of_another_format_are_refused_naming_the_file_and_both_versions() {
