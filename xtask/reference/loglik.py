@@ -58,7 +58,7 @@ from .common import eos_ids
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+from torch.nn.functional import log_softmax  # noqa: E402
 import transformers  # noqa: E402
 
 FORMAT = "loglik-v1"
@@ -106,7 +106,7 @@ def loglik_single(model, req):
     """One request, batch 1: lm-eval's path."""
     full = list(req["context"]) + list(req["continuation"])
     inp = torch.tensor(full[:-1], dtype=torch.long).unsqueeze(0)
-    logprobs = F.log_softmax(model(inp).logits.float(), dim=-1)
+    logprobs = log_softmax(model(inp).logits.float(), dim=-1)
     return _score_rows(logprobs, [(0, inp.shape[1], list(req["continuation"]))])[0]
 
 
@@ -124,7 +124,7 @@ def loglik_group(model, reqs):
         for i, s in enumerate(seqs):
             inp[i, :len(s)] = torch.tensor(s, dtype=torch.long)
         rows = list(range(len(seqs)))
-    logprobs = F.log_softmax(model(inp).logits.float(), dim=-1)
+    logprobs = log_softmax(model(inp).logits.float(), dim=-1)
     return _score_rows(logprobs, [(b, len(s), list(r["continuation"])) for b, s, r in zip(rows, seqs, reqs)])
 
 
