@@ -50,8 +50,9 @@ const TASKS: &[(&str, &str)] = &[
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
       Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/ of the
       suite root (--root, else MOBIUS_SUITE_ROOT, else this repository).
-      Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
-      overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
+      Prints one line per golden: SAVED, UNCHANGED or SKIPPED, then the counts per kind. A golden whose
+      floats moved by less than twice the reference's own noise (ids, tokens, hashes equal) is UNCHANGED (noise
+      only) and kept; one that differs by more is only overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
       cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
       --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
 ",
