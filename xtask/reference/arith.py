@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """The accuracy gate's fixture: a tiny Qwen3 that has learned two-digit addition, its ONNX packages,
 and two multiple-choice tasks (one it can solve, one control at chance).
 
-    python arith.py --out <repo>/fixtures [--retrain] [--no-eval]
-    python arith.py --out <repo>/fixtures --derive-only
+    python -m reference.arith --out <repo>/fixtures [--retrain] [--no-eval]    (cargo xtask fixtures --only arith-tiny)
+    python -m reference.arith --out <repo>/fixtures --derive-only              (cargo xtask fixtures --hf-only)
 
 Writes under --out:
 
@@ -23,7 +22,8 @@ Writes under --out:
                                     Gathers read by nothing else -> GatherBlockQuantized: none here, the tied
                                     LM head reads the table too); files as default-f16
                                     (no package carries the tokenizer: it is that of hf/)
-    arith-tiny/RECIPE.json          training recipe and result, sizes, and the accuracy table measured here
+    arith-tiny/RECIPE.json          training recipe and result, sizes, and the reference's accuracy table (the
+                                    packages' are for the suite's accuracy gate to measure)
     tasks/arith/{train,test}.jsonl          {"question": "12+34=", "choices": [...], "gold": i, "answer": "46"}
     tasks/arith-control/{train,test}.jsonl  same questions, choices unrelated to the sum, gold uniform at random
 
@@ -55,24 +55,16 @@ import math
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+from .common import log, sha256_file
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import fixtures as FX  # noqa: E402  (mobius_build, normalize_modes, log)
-import loglik as LL  # noqa: E402
+from . import fixtures, loglik  # noqa: E402  (fixtures: the mobius build and int4 recipe every fixture shares)
 
 NAME = "arith-tiny"
 TASKS = {"arith": "arith", "control": "arith-control"}
@@ -99,12 +91,8 @@ TRAIN = dict(seed=0, steps=400, batch=128, lr=3e-3, warmup=100, weight_decay=0.0
              threads=1, max_examples=4, stop=0.7, long_fraction=0.5, attn="eager")
 
 ONNX_DTYPES = {"default-f32": "f32", "default-f16": "f16"}
-INT4 = FX.INT4
+INT4 = fixtures.INT4
 SIZE_BUDGET = 1_200_000
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +116,7 @@ def build_tokenizer(out_dir):
     for f in os.listdir(out_dir):
         if f not in TOKENIZER_FILES:
             os.remove(os.path.join(out_dir, f))
-    FX.normalize_modes(out_dir)
+    fixtures.normalize_modes(out_dir)
     return check_tokenizer(out_dir)
 
 
@@ -292,7 +280,7 @@ def train(hf_dir, tok_dir):
     save.generation_config.eos_token_id = EOS_ID
     save.generation_config.bos_token_id = BOS_ID
     save.generation_config.pad_token_id = PAD_ID
-    FX.save_hf(save, "arith-tiny", hf_dir, tok_dir)
+    fixtures.save_hf(save, "arith-tiny", hf_dir, tok_dir)
     return {"train_s": round(train_s, 1), "final_loss": round(out.loss.item(), 4)}
 
 
@@ -358,11 +346,11 @@ def write_weights(pkg_dir, hf_dir, path):
 
     save_file(package_state_dict(pkg_dir, hf_dir), path, metadata={"format": "pt"})
     os.chmod(path, 0o644)
-    return FX.sha256_file(path)
+    return sha256_file(path)
 
 
 def recorded_sha256(out_root):
-    sha = (FX.read_manifest(out_root) or {}).get("sha256", {}).get(MANIFEST_KEY)
+    sha = (fixtures.read_manifest(out_root) or {}).get("sha256", {}).get(MANIFEST_KEY)
     if not sha:
         raise SystemExit(f"{out_root}/MANIFEST.json records no sha256 for {MANIFEST_KEY}: run arith.py with the "
                          f"weights in place (or --retrain) to record it")
@@ -371,7 +359,7 @@ def recorded_sha256(out_root):
 
 def record_sha256(out_root, sha):
     """Record the weights' sha256 in MANIFEST.json (fixtures.py's write_manifest keeps it) and list them as derived."""
-    manifest = FX.read_manifest(out_root) or {}
+    manifest = fixtures.read_manifest(out_root) or {}
     old = manifest.setdefault("sha256", {}).get(MANIFEST_KEY)
     if old == sha and MANIFEST_KEY in manifest.get("derived", {}).get("files", []):
         return
@@ -409,7 +397,7 @@ def check_derivable(fix_dir):
     with tempfile.TemporaryDirectory(prefix="arith-weights-") as tmp:
         got = write_weights(os.path.join(fix_dir, WEIGHTS_PACKAGE), os.path.join(fix_dir, "hf"),
                             os.path.join(tmp, "model.safetensors"))
-    want = FX.sha256_file(os.path.join(fix_dir, WEIGHTS))
+    want = sha256_file(os.path.join(fix_dir, WEIGHTS))
     if got != want:
         raise SystemExit(f"{WEIGHTS_PACKAGE} does not give back {WEIGHTS} (sha256 {got} != {want}): "
                          f"derive_weights must learn mobius' new layout")
@@ -421,9 +409,9 @@ def check_derivable(fix_dir):
 
 
 def quantize_int4(src_dir, dst_dir):
-    """fixtures.quantize_int4 (the int4 recipe of every fixture: INT4, files FX.PACKAGE_KEEP); returns the
+    """fixtures.quantize_int4 (the int4 recipe of every fixture: INT4, files fixtures.PACKAGE_KEEP); returns the
     graph's op counts for RECIPE.json."""
-    ops = FX.quantize_int4(src_dir, dst_dir)
+    ops = fixtures.quantize_int4(src_dir, dst_dir)
     log(f"  quantized int4: {ops}")
     return ops
 
@@ -434,7 +422,7 @@ def build_onnx(fix_dir):
     os.makedirs(stage)
     shutil.copytree(os.path.join(fix_dir, "hf"), os.path.join(stage, "hf"))
     for flavour, dtype in ONNX_DTYPES.items():
-        FX.mobius_build(stage, "hf", f"onnx/{flavour}", "default", dtype=dtype)
+        fixtures.mobius_build(stage, "hf", f"onnx/{flavour}", "default", dtype=dtype)
     ops = quantize_int4(os.path.join(stage, "onnx", "default-f32"), os.path.join(stage, "onnx", "default-int4"))
     final = os.path.join(fix_dir, "onnx")
     shutil.rmtree(final, ignore_errors=True)
@@ -478,49 +466,11 @@ def scores(items, ll):
             "pred": pred, "pred_norm": pred_norm, "margin": srt[:, -1] - srt[:, -2]}
 
 
-class OrtScorer:
-    """Full-sequence forward (empty KV cache) per request on ONNX Runtime CPU, one thread; the same float32
-    log_softmax / gather / sum as loglik.py on the logits (f16 logits are widened to float32 first)."""
-
-    NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
-
-    def __init__(self, pkg):
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 3
-        self.sess = ort.InferenceSession(os.path.join(pkg, "model.onnx"), so, providers=["CPUExecutionProvider"])
-        self.ins = {i.name: i for i in self.sess.get_inputs()}
-
-    def logits(self, ids):
-        T = len(ids)
-        feed = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, T), np.int64),
-                "position_ids": np.arange(T, dtype=np.int64)[None]}
-        for n, i in self.ins.items():
-            if n.startswith("past_key_values"):
-                feed[n] = np.zeros((1, i.shape[1], 0, i.shape[3]), self.NP[i.type])
-        feed = {k: v for k, v in feed.items() if k in self.ins}
-        return self.sess.run(["logits"], feed)[0].astype(np.float32)
-
-    def loglikelihood(self, reqs):
-        import torch.nn.functional as F
-
-        ll = np.zeros(len(reqs), np.float32)
-        gr = np.zeros(len(reqs), np.uint8)
-        for i, r in enumerate(reqs):
-            inp = (r["context"] + r["continuation"])[:-1]
-            lp = F.log_softmax(torch.from_numpy(self.logits(inp)), dim=-1)
-            (a, g), = LL._score_rows(lp, [(0, len(inp), r["continuation"])])
-            ll[i], gr[i] = a, g
-        return ll, gr
-
-
 def evaluate(fix_dir, items, tok):
-    LL.setup_torch()
-    model = LL.load_model(os.path.join(fix_dir, "hf"))
-    variants = ["hf", *sorted(os.listdir(os.path.join(fix_dir, "onnx")))]
+    loglik.setup_torch()
+    model = loglik.load_model(os.path.join(fix_dir, "hf"))
+    # The reference only: the packages are the suite's to judge (its accuracy gate runs them through the runner).
+    variants = ["hf"]
     table, flips, boundary = {}, {}, {}
     lls = {}
     t0 = time.time()
@@ -533,10 +483,7 @@ def evaluate(fix_dir, items, tok):
             boundary[cell] = {"requests": len(reqs), "mismatches": mism}
             res = {}
             for v in variants:
-                if v == "hf":
-                    ll, _, _ = LL.loglikelihood(model, reqs)
-                else:
-                    ll, _ = OrtScorer(os.path.join(fix_dir, "onnx", v)).loglikelihood(reqs)
+                ll, _, _ = loglik.loglikelihood(model, reqs)
                 lls[(cell, v)] = ll
                 res[v] = scores(test, ll)
             table[cell] = {v: {"acc": r["acc"], "acc_norm": r["acc_norm"]} for v, r in res.items()}
@@ -557,10 +504,10 @@ def evaluate(fix_dir, items, tok):
 
 def generation_check(fix_dir, tok):
     """Greedy from '<bos>12+34=' style prompts (test questions): answer then <eos>?"""
-    model = LL.load_model(os.path.join(fix_dir, "hf"))
+    model = loglik.load_model(os.path.join(fix_dir, "hf"))
     _, _, test = split()
     gens = [{"ids": tok(f"{a}+{b}=").input_ids, "max_new_tokens": 8} for a, b in test[:20]]
-    out, lens = LL.generate(model, gens)
+    out, lens = loglik.generate(model, gens, [EOS_ID])
     ok = sum(tok.decode(out[i, :lens[i]].tolist(), skip_special_tokens=True) == f" {a + b}"
              and out[i, lens[i] - 1] == EOS_ID for i, (a, b) in enumerate(test[:20]))
     return {"prompts": len(gens), "answer_then_eos": int(ok),
@@ -602,11 +549,11 @@ def main(argv=None):
             log(f"{NAME}: training ({TRAIN['steps']} steps, {TRAIN['threads']} thread)")
             shutil.rmtree(hf_dir, ignore_errors=True)
             training = train(hf_dir, tok_dir)
-            record_sha256(out, FX.sha256_file(weights))
+            record_sha256(out, sha256_file(weights))
         else:
             if not os.path.isfile(weights):
                 derive_weights(out)
-            elif FX.sha256_file(weights) != recorded_sha256(out):
+            elif sha256_file(weights) != recorded_sha256(out):
                 raise SystemExit(f"{weights} is not the weights MANIFEST.json records (a stale derived copy?): "
                                  f"delete it to rebuild it from {WEIGHTS_PACKAGE}, or --retrain")
             log(f"{NAME}: keeping the committed weights ({WEIGHTS_PACKAGE}, derived {weights})")

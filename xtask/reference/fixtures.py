@@ -1,19 +1,19 @@
-#!/usr/bin/env python3
 """Build the tiny, offline, deterministic fixtures of the conformance suite.
 
-    python fixtures.py --out <repo>/fixtures [--only NAME ...]
-    python fixtures.py --out <repo>/fixtures --hf-only [--only MODEL ...]
+    python -m reference.fixtures --out <repo>/fixtures [--only NAME ...] [--recalibrate-clamps]
+    python -m reference.fixtures --out <repo>/fixtures --hf-only [--only MODEL ...] [--threads N]
 
-NAME is one of: tokenizer, qwen3-tiny, llama-tiny, gemma3-tiny, gemma4-tiny, gemma4-mm-tiny (multimodal);
-with --hf-only also arith-tiny (arith.py's fixture, see below).
+(run by `cargo xtask fixtures`, which also runs arith.py for arith-tiny). NAME is one of: tokenizer, qwen3-tiny,
+llama-tiny, gemma3-tiny, gemma4-tiny, gemma4-mm-tiny (multimodal).
 
 --hf-only rebuilds only the seeded HF reference directories (<model>/hf/: no design checks, no mobius
 builds, no quantization) and verifies every rebuilt file against MANIFEST.json: the seeded weights
 (<model>/hf/model.safetensors) and the text fixtures' copies of the shared tokenizer (<model>/hf/tokenizer*.json)
 are derived, not committed (.gitignore), and this is how a checkout gets them back. It fails if they no longer
-reproduce byte for byte (MANIFEST.json is left alone). It also rebuilds arith.py's one derived file,
-arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32; see
-arith.py derive_weights), checked against MANIFEST.json the same way.
+reproduce byte for byte (MANIFEST.json is left alone). arith.py's one derived file,
+arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32), is rebuilt by
+arith.py itself (`--derive-only`; `cargo xtask fixtures --hf-only` runs both), checked against MANIFEST.json the
+same way.
 
 Layout written under --out:
 
@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import json
 import os
 import platform
@@ -67,15 +66,13 @@ import sysconfig
 import tempfile
 import time
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+from .common import log, sha256_file
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+
+from . import hf_run  # noqa: E402
 
 VOCAB = 512
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]  # ids 0..3, Gemma order
@@ -211,6 +208,13 @@ MM_MAX_POSITIONS = 512
 # sees on the real media, in forward order with all upstream clamps already on (so every clamp clips
 # ~5% of its elements at one or both ends; see calibrate_clamps).
 CLIP_PERCENTILES = (5.0, 95.0)
+# The calibrated bounds are committed (<out>/gemma4-mm-tiny/clamps.json) and read at every derivation: a forward
+# pass sums floats in an order that depends on the CPU's kernels (thread count, AVX-512 or not), so bounds taken from
+# one would make the weights, and their sha256 in MANIFEST.json, depend on the machine. Calibrating again is an
+# explicit step (--recalibrate-clamps), followed by a rebuild of the fixture and its goldens.
+CLAMPS_FILE = "clamps.json"
+CLAMPS_FORMAT = "clamp-bounds-v1"
+CLAMP_FIELDS = ("input_min", "input_max", "output_min", "output_max")
 # Design prompts: modality -> (media, text).
 MM_PROMPTS = {
     "image": (["image"], "Describe this image."),
@@ -295,7 +299,7 @@ PACKAGE_KEEP = ("model.onnx", "model.onnx.data", "genai_config.json")
 # tokenizer/ (save_hf); the multimodal fixture's tokenizer is its own and stays committed.
 DERIVED_WEIGHTS = ("hf/model.safetensors",)
 DERIVED_TOKENIZER = tuple(f"hf/{f}" for f in TOKENIZER_FILES)
-# Derived files of fixtures that another generator owns, rebuilt by --hf-only too (rebuild_foreign) and
+# Derived files of fixtures that another generator owns (rebuilt by that generator: arith.py --derive-only) and
 # recorded in MANIFEST.json (write_manifest keeps the sha256 that generator recorded): arith.py's trained
 # weights, rebuilt from the initializers of its committed default-f32 package.
 ARITH_NAME = "arith-tiny"
@@ -322,8 +326,8 @@ INT4_FOLD_HEAD = ("qwen3-tiny",)
 # fixtures and goldens. Its cpu build matched HF to 1.3e-6 when measured.
 MM_FLAVOURS = {"default-f32": "default"}
 
-# Packages that mobius-onnx 0.1.0 builds wrongly (found with parity.py; kept as built: they are real
-# exporter bugs that the suite should report, not hide).
+# Packages that mobius-onnx 0.1.0 builds wrongly (found comparing them with HF; kept as built: they are real
+# exporter bugs that the suite should report, not hide, and its trials do).
 KNOWN_ISSUES = {
     "gemma3-tiny/onnx/cpu-f32": (
         "mobius-onnx 0.1.0 --ep cpu (GroupQueryAttention) for gemma3_text: the full-attention layer "
@@ -386,10 +390,6 @@ MOBIUS_WORKAROUNDS = {
         "fixed, its processor fails to open tokenizer_config.json. Each package gets model.type gemma4 and a "
         "copy of hf/'s tokenizer.json and tokenizer_config.json (complete_mm_package), as a user's package must"),
 }
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -770,16 +770,6 @@ def build_model(name, out_root):
 # multimodal (gemma4-mm-tiny)
 
 
-def _goldens():
-    """goldens.py (next to this file): the multimodal encode / greedy path the goldens use."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import goldens
-
-    return goldens
-
-
 def media_path(out_root, kind):
     p = os.path.join(out_root, MEDIA_DIR, MEDIA[kind])
     if not os.path.isfile(p):
@@ -807,12 +797,11 @@ def make_processor(tokenizer):
 
 def mm_encode(processor, out_root, modality):
     """The processor's inputs for MM_PROMPTS[modality] on the real media (as goldens.py builds them)."""
-    G = _goldens()
     kinds, text = MM_PROMPTS[modality]
-    images = [G.load_image(media_path(out_root, "image"))] if "image" in kinds else []
+    images = [hf_run.load_image(media_path(out_root, "image"))] if "image" in kinds else []
     sr = processor.feature_extractor.sampling_rate
-    audio = [G.load_audio(media_path(out_root, "audio"), sr)] if "audio" in kinds else []
-    return G.mm_encode(processor, text, images, audio)
+    audio = [hf_run.load_audio(media_path(out_root, "audio"), sr)] if "audio" in kinds else []
+    return hf_run.mm_encode(processor, text, images, audio)
 
 
 def clippable_linears(model):
@@ -892,6 +881,67 @@ def calibrate_clamps(model, enc):
     return clips
 
 
+def clamp_bounds(clips):
+    """{module name: {field: float}} of every ClippableLinear's four bounds (float32 values, as float)."""
+    return {n: {k: float(getattr(m, k)) for k in CLAMP_FIELDS} for n, m in sorted(clips.items())}
+
+
+def write_clamps(path, clips):
+    """The calibrated bounds as committed data: hex floats (exact for every float32), sorted, one file."""
+    doc = {"format": CLAMPS_FORMAT,
+           "how": "calibrate_clamps in xtask/reference/fixtures.py (`cargo xtask fixtures --only gemma4-mm-tiny "
+                  "--recalibrate-clamps`): CLIP_PERCENTILES of what each ClippableLinear sees on the image+audio "
+                  "design prompt, in forward order",
+           "percentiles": list(CLIP_PERCENTILES),
+           "bounds": {n: {k: v.hex() for k, v in b.items()} for n, b in clamp_bounds(clips).items()}}
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def load_clamps(model, path):
+    """Set every ClippableLinear's bounds from the committed `path` (write_clamps' format): no forward pass decides
+    a weight. Every module of the model must be there, and nothing else."""
+    clips = clippable_linears(model)
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: missing; the clamp bounds are committed data (recreate them with "
+                         f"`cargo xtask fixtures --only {MM_NAME} --recalibrate-clamps`)")
+    with open(path) as fh:
+        try:
+            doc = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"{path}: not JSON: {e}")
+    if not isinstance(doc, dict) or doc.get("format") != CLAMPS_FORMAT:
+        raise SystemExit(f"{path}: field `format` is {doc.get('format') if isinstance(doc, dict) else doc!r}, "
+                         f"expected {CLAMPS_FORMAT!r}")
+    bounds = doc.get("bounds")
+    if not isinstance(bounds, dict):
+        raise SystemExit(f"{path}: field `bounds` is missing or not an object")
+    if sorted(bounds) != sorted(clips):
+        extra, missing = sorted(set(bounds) - set(clips)), sorted(set(clips) - set(bounds))
+        raise SystemExit(f"{path}: field `bounds` does not name the model's clippable linears (not in the model: "
+                         f"{extra}; missing: {missing})")
+    with torch.no_grad():
+        for n, m in clips.items():
+            b = bounds[n]
+            if not isinstance(b, dict) or sorted(b) != sorted(CLAMP_FIELDS):
+                raise SystemExit(f"{path}: field `bounds.{n}` must hold exactly {list(CLAMP_FIELDS)}")
+            for k in CLAMP_FIELDS:
+                try:
+                    v = float.fromhex(b[k]) if isinstance(b[k], str) else None
+                except ValueError:
+                    v = None
+                if v is None or not np.isfinite(v) or float(np.float32(v)) != v:
+                    raise SystemExit(f"{path}: field `bounds.{n}.{k}` is {b[k]!r}, expected a finite float32 "
+                                     f"as a hex float")
+                getattr(m, k).fill_(v)
+            if not (float(m.input_min) < float(m.input_max) and float(m.output_min) < float(m.output_max)):
+                raise SystemExit(f"{path}: field `bounds.{n}`: each min must be under its max")
+    return clips
+
+
 def check_clamps_bite(model, enc, clips):
     """Every clamp matters: switching any one of them off (the input or the output clamp of one
     ClippableLinear, i.e. one Clip node of the ONNX encoders) moves its tower's features."""
@@ -924,13 +974,12 @@ def check_design_mm(name, hf_dir, out_root):
     golden far from ties, no EOS or other special token, no collapse into one repeated token."""
     from transformers import AutoProcessor
 
-    G = _goldens()
     processor = AutoProcessor.from_pretrained(hf_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     worst = None
     for modality in MM_PROMPTS:
         enc = mm_encode(processor, out_root, modality)
-        prefill, generated, steps = G.greedy(model, enc, GEN_TOKENS, [EOS_ID], PAD_ID)
+        prefill, generated, steps = hf_run.greedy(model, enc, GEN_TOKENS, [EOS_ID], PAD_ID)
         tokens = generated.tolist()
         ids = enc["input_ids"][0].tolist()
         margins = design_gate(f"{name} {modality}", f"prompt {len(ids)} tokens ({ids.count(MM_TOKEN_IDS['image_token_id'])} "
@@ -946,9 +995,10 @@ def check_design_mm(name, hf_dir, out_root):
     return worst
 
 
-def build_mm_hf(name, hf_dir, out_root, check=True):
-    """The seeded HF reference directory of the multimodal fixture (model + processor). The clamp
-    calibration is part of the weights; check: also run the clamp and design checks."""
+def build_mm_hf(name, hf_dir, out_root, clamps, check=True, recalibrate=False):
+    """The seeded HF reference directory of the multimodal fixture (model + processor), its clamp bounds read from
+    the committed `clamps` file; recalibrate: calibrate them on the media instead and write them to `clamps`.
+    check: also run the clamp and design checks."""
     os.makedirs(hf_dir)
     with tempfile.TemporaryDirectory(prefix="mm-tokenizer-") as tmp:
         tokenizer = build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
@@ -959,10 +1009,15 @@ def build_mm_hf(name, hf_dir, out_root, check=True):
     model = make_model(name)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{name}: {model.config.model_type}, {n_params} params")
-    enc = mm_encode(processor, out_root, "image+audio")
-    clips = calibrate_clamps(model, enc)
+    if recalibrate:
+        enc = mm_encode(processor, out_root, "image+audio")
+        clips = calibrate_clamps(model, enc)
+        write_clamps(clamps, clips)
+        log(f"  clamps: recalibrated, written to {clamps}")
+    else:
+        clips = load_clamps(model, clamps)
     if check:
-        check_clamps_bite(model, enc, clips)
+        check_clamps_bite(model, mm_encode(processor, out_root, "image+audio"), clips)
     model.save_pretrained(hf_dir, safe_serialization=True)
     keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
             "processor_config.json", "chat_template.jinja"}
@@ -973,12 +1028,16 @@ def build_mm_hf(name, hf_dir, out_root, check=True):
         check_design_mm(name, hf_dir, out_root)
 
 
-def build_mm_model(name, out_root):
+def build_mm_model(name, out_root, recalibrate=False):
     final = os.path.join(out_root, name)
     stage = os.path.join(out_root, f".stage-{name}")
     shutil.rmtree(stage, ignore_errors=True)
+    os.makedirs(stage)
     hf_dir = os.path.join(stage, "hf")
-    build_mm_hf(name, hf_dir, out_root)
+    clamps = os.path.join(stage, CLAMPS_FILE)
+    if not recalibrate:
+        shutil.copyfile(os.path.join(final, CLAMPS_FILE), clamps)
+    build_mm_hf(name, hf_dir, out_root, clamps, recalibrate=recalibrate)
     with tempfile.TemporaryDirectory(prefix="mm-mobius-") as tmp:
         mobius_source(hf_dir, os.path.join(tmp, "hf"))  # see MOBIUS_WORKAROUNDS
         for flavour, ep in MM_FLAVOURS.items():
@@ -1027,14 +1086,6 @@ def mobius_source(hf_dir, dst):
 # manifest and the derived HF weights
 
 
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def read_manifest(out_root):
     path = os.path.join(out_root, "MANIFEST.json")
     if not os.path.isfile(path):
@@ -1068,7 +1119,13 @@ def rebuild_hf(out_root, names):
             if name in MODELS:
                 build_hf(name, stage, tok_dir, check=False)
             else:
-                build_mm_hf(name, stage, out_root, check=False)
+                clamps = os.path.join(out_root, name, CLAMPS_FILE)
+                want_clamps = manifest["sha256"].get(f"{name}/{CLAMPS_FILE}")
+                if want_clamps is not None and os.path.isfile(clamps) and sha256_file(clamps) != want_clamps:
+                    raise SystemExit(f"{name}/{CLAMPS_FILE}: sha256 {sha256_file(clamps)} != MANIFEST {want_clamps}: "
+                                     f"the committed clamp bounds were changed; restore them (git checkout) or rebuild "
+                                     f"the fixture and its goldens")
+                build_mm_hf(name, stage, out_root, clamps, check=False)
             got = {os.path.relpath(os.path.join(d, f), stage): sha256_file(os.path.join(d, f))
                    for d, _, fs in os.walk(stage) for f in fs}
         except BaseException:
@@ -1093,23 +1150,6 @@ def rebuild_hf(out_root, names):
         shutil.rmtree(final, ignore_errors=True)
         os.rename(stage, final)
         log(f"{name}: hf/ rebuilt, {len(got)} files match MANIFEST.json in {time.time() - t0:.1f}s")
-
-
-def rebuild_foreign(out_root, names):
-    """--hf-only for the fixtures other generators own (FOREIGN_DERIVED): arith.py rebuilds arith-tiny's
-    trained weights from its committed default-f32 package and checks them against MANIFEST.json."""
-    for name in names:
-        if not os.path.isdir(os.path.join(out_root, name, "onnx")):
-            log(f"{name}: no {name}/onnx/ here, nothing to rebuild")
-            continue
-        if name != ARITH_NAME:
-            raise SystemExit(f"no generator known for the derived files of {name}")
-        here = os.path.dirname(os.path.abspath(__file__))
-        if here not in sys.path:
-            sys.path.insert(0, here)
-        import arith
-
-        arith.derive_weights(out_root)
 
 
 def write_manifest(out_root):
@@ -1167,7 +1207,9 @@ def write_manifest(out_root):
                           "clamp_calibration": {
                               "percentiles": list(CLIP_PERCENTILES),
                               "on": "the image+audio design prompt, in forward order; input clamps clip "
-                                    "the top only (lower bound = smallest value seen)"}}
+                                    "the top only (lower bound = smallest value seen)",
+                              "bounds": f"{n}/{CLAMPS_FILE}: committed, read at every derivation (no forward pass "
+                                        f"decides a weight); --recalibrate-clamps calibrates them again"}}
                       for n, s in MM_MODELS.items()}},
         "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",
         "mm_tokenizer": f"the same BPE with ids 0..{len(MM_SPECIAL_TOKENS) - 1} = {' '.join(MM_SPECIAL_TOKENS)}",
@@ -1192,17 +1234,26 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="fixtures directory (created if missing)")
     names = ["tokenizer", *MODELS, *MM_MODELS]
-    ap.add_argument("--only", nargs="+", choices=[*names, *FOREIGN_DERIVED], metavar="NAME",
-                    help=f"build only these ({', '.join(names)}; with --hf-only also {', '.join(FOREIGN_DERIVED)})")
+    ap.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=f"build only these ({', '.join(names)})")
     ap.add_argument("--hf-only", action="store_true",
                     help="rebuild only the models' hf/ directories (the derived weights and tokenizer copies) "
-                         f"and {', '.join(FOREIGN_DERIVED)}'s derived weights, and verify them against MANIFEST.json")
+                         "and verify them against MANIFEST.json")
+    ap.add_argument("--recalibrate-clamps", action="store_true",
+                    help=f"calibrate {MM_NAME}'s clamp bounds on the media again (forward passes: the values depend on "
+                         f"the CPU) and commit them ({MM_NAME}/{CLAMPS_FILE}); a full build only, then regenerate the "
+                         f"goldens")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (default 1); a derivation gives the same bytes with any number")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    if args.threads < 1:
+        raise SystemExit(f"--threads {args.threads}: expected 1 or more")
+    if args.recalibrate_clamps and (args.hf_only or MM_NAME not in (args.only or [MM_NAME])):
+        raise SystemExit(f"--recalibrate-clamps rebuilds {MM_NAME} in full: not with --hf-only, and --only must name it")
+    torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    sel = set(args.only or [*names, *FOREIGN_DERIVED])
+    sel = set(args.only or names)
     t0 = time.time()
     tok_dir = os.path.join(out, "tokenizer")
     if args.hf_only:
@@ -1211,12 +1262,8 @@ def main(argv=None):
         if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
             raise SystemExit(f"--hf-only needs the committed {tok_dir}")
         rebuild_hf(out, [n for n in (*MODELS, *MM_MODELS) if n in sel])
-        rebuild_foreign(out, [n for n in FOREIGN_DERIVED if n in sel])
         log(f"done in {time.time() - t0:.1f}s")
         return
-    foreign = sorted(sel & set(FOREIGN_DERIVED)) if args.only else []
-    if foreign:
-        raise SystemExit(f"{', '.join(foreign)}: built by its own generator (arith.py); here only with --hf-only")
     if "tokenizer" in sel or not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
         shutil.rmtree(tok_dir, ignore_errors=True)
         build_tokenizer(tok_dir)
@@ -1225,7 +1272,7 @@ def main(argv=None):
             build_model(name, out)
     for name in MM_MODELS:
         if name in sel:
-            build_mm_model(name, out)
+            build_mm_model(name, out, recalibrate=args.recalibrate_clamps)
     # The models not rebuilt keep their recorded weights: get back any that this checkout lacks
     # (derived, not committed) so that MANIFEST.json still records them.
     lacking = [n for n in (*MODELS, *MM_MODELS) if n not in sel and os.path.isdir(os.path.join(out, n, "onnx"))

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Writes fixtures/tasks/knowledge/test.jsonl: the real tier's accuracy-gate items, written for this suite (not drawn
 from any public benchmark): capitals, small sums and differences, opposites and irregular plurals, each a 4-way
 multiple choice completing a plain sentence ("The capital of Japan is" -> " Tokyo"). Seeded: reruns give the same
-file.   python xtask/reference/knowledge_items.py [OUT]"""
+file.   cargo xtask reference-data --only knowledge   (python -m reference.knowledge_items [OUT])"""
 import json
 import random
 import sys

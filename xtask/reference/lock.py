@@ -1,6 +1,6 @@
 """Regenerate requirements.lock from the reference venv (run it with the venv's python).
 
-    target/reference-venv/bin/python xtask/reference/lock.py [--check]
+    cargo xtask lock [--check]        (python -m reference.lock [--check], with the venv's python)
 
 Takes every distribution installed in the running interpreter's environment (the full transitive closure, like
 `pip freeze --all`, less pip itself, which comes with the venv), pins it with `==`, and adds the sha256 of every file

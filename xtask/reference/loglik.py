@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Reference log-likelihoods (and greedy generations) from HF transformers, fp32, CPU, one thread.
 
-    python loglik.py REQUESTS.json [--batched] [--verify]
+    python -m reference.loglik REQUESTS.json [--batched] [--verify]      (run by `cargo xtask regen-goldens`)
 
 The accuracy gate's baseline generation calls this with token ids it made itself (no tokenizer is
 used here). REQUESTS.json:
@@ -9,7 +8,9 @@ used here). REQUESTS.json:
     {"jobs": [{"reference": "/abs/hf/dir",                 # AutoModelForCausalLM directory
                "out": "/abs/out.safetensors",
                "requests": [{"context": [ids], "continuation": [ids]}, ...],
-               "generate": [{"ids": [ids], "max_new_tokens": N}, ...]}]}   # "generate" optional
+               "generate": [{"ids": [ids], "max_new_tokens": N}, ...],   # optional
+               "eos_token_id": null,                   # the case's generation.eos_token_id (id, list or null)
+               "genai_config": "/abs/.../genai_config.json"}]}   # the case's package's, or null
 
 Each job writes one safetensors file `out` with
 
@@ -42,7 +43,8 @@ padded batches anyway; `--verify` recomputes every request alone and reports the
 on any without --batched, i.e. checks determinism). A tiny fixture's batch-1 forward takes ~3 ms.
 
 Greedy generation: HF `generate` (do_sample=False, num_beams=1, KV cache) from `ids` as given
-(include BOS yourself), stopping at the config's eos_token_id(s) or after max_new_tokens.
+(include BOS yourself), stopping at the EOS ids of common.eos_ids (the case's, else the package's genai_config.json's,
+else none: the rule goldens.py and the suite's runner follow) or after max_new_tokens.
 """
 from __future__ import annotations
 
@@ -50,18 +52,13 @@ import argparse
 import collections
 import json
 import os
-import sys
 import time
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+from .common import eos_ids
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+from torch.nn.functional import log_softmax  # noqa: E402
 import transformers  # noqa: E402
 
 FORMAT = "loglik-v1"
@@ -109,7 +106,7 @@ def loglik_single(model, req):
     """One request, batch 1: lm-eval's path."""
     full = list(req["context"]) + list(req["continuation"])
     inp = torch.tensor(full[:-1], dtype=torch.long).unsqueeze(0)
-    logprobs = F.log_softmax(model(inp).logits.float(), dim=-1)
+    logprobs = log_softmax(model(inp).logits.float(), dim=-1)
     return _score_rows(logprobs, [(0, inp.shape[1], list(req["continuation"]))])[0]
 
 
@@ -127,7 +124,7 @@ def loglik_group(model, reqs):
         for i, s in enumerate(seqs):
             inp[i, :len(s)] = torch.tensor(s, dtype=torch.long)
         rows = list(range(len(seqs)))
-    logprobs = F.log_softmax(model(inp).logits.float(), dim=-1)
+    logprobs = log_softmax(model(inp).logits.float(), dim=-1)
     return _score_rows(logprobs, [(b, len(s), list(r["continuation"])) for b, s, r in zip(rows, seqs, reqs)])
 
 
@@ -168,20 +165,12 @@ def loglikelihood(model, requests, batched=False, verify=False, log=None):
     return ll, gr, info
 
 
-def eos_ids(model):
-    e = model.generation_config.eos_token_id
-    if e is None:
-        e = model.config.eos_token_id
-    return [] if e is None else (list(e) if isinstance(e, (list, tuple)) else [int(e)])
-
-
 @torch.inference_mode()
-def generate(model, gens):
-    """-> (generated int64 [G, max], generated_len int64 [G])."""
+def generate(model, gens, eos):
+    """-> (generated int64 [G, max], generated_len int64 [G]); each stops at an id of `eos` (a list, maybe empty)."""
     width = max((g["max_new_tokens"] for g in gens), default=0)
     out = np.full((len(gens), width), -1, np.int64)
     lens = np.zeros(len(gens), np.int64)
-    eos = eos_ids(model)
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else (eos[0] if eos else 0)
     for i, g in enumerate(gens):
         ids = torch.tensor([g["ids"]], dtype=torch.long)
@@ -208,7 +197,8 @@ def run_job(job, batched=False, verify=False, log=print):
     tensors = {"loglik": ll, "is_greedy": gr}
     gens = job.get("generate") or []
     if gens:
-        tensors["generated"], tensors["generated_len"] = generate(model, gens)
+        eos = eos_ids(job.get("eos_token_id"), job.get("genai_config"))
+        tensors["generated"], tensors["generated_len"] = generate(model, gens, eos)
     meta = {"generator": "xtask/reference/loglik.py", "format": FORMAT, "torch": torch.__version__,
             "transformers": transformers.__version__, "reference": job["reference"],
             "attn_implementation": str(model.config._attn_implementation),

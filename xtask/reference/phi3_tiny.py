@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """A tiny seeded Phi-3 for the tests of `cargo xtask new-case` and of int4 goldens for a Hugging Face
 checkpoint that fuses projections (Phi-3's qkv_proj and gate_up_proj; mobius splits qkv_proj into q/k/v).
 
-    python phi3_tiny.py OUT_DIR
+    python -m reference.phi3_tiny OUT_DIR      (run by xtask/tests/new_case.rs)
 
 Writes OUT_DIR/hf (config, weights, the fixtures' shared tokenizer), OUT_DIR/onnx/default-f32 (mobius build)
 and OUT_DIR/onnx/default-int4 (ONNX Runtime's quantizer, as fixtures.py quantizes the bundled fixtures).
@@ -11,10 +10,12 @@ Offline, deterministic, seconds. Not a bundled fixture: nothing here is committe
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fixtures as F  # noqa: E402
+from . import common  # noqa: F401  (the environment preamble, before torch)
+
 import torch  # noqa: E402
 import transformers  # noqa: E402
+
+from . import fixtures  # noqa: E402
 
 SEED = 1
 INIT_STD = 0.2
@@ -24,9 +25,9 @@ def main(out):
     out = os.path.abspath(out)
     hf = os.path.join(out, "hf")
     cfg = transformers.Phi3Config(
-        num_hidden_layers=2, tie_word_embeddings=False, vocab_size=F.VOCAB, hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, tie_word_embeddings=False, vocab_size=fixtures.VOCAB, hidden_size=64, intermediate_size=128,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        original_max_position_embeddings=256, bos_token_id=F.BOS_ID, eos_token_id=F.EOS_ID, pad_token_id=F.PAD_ID)
+        original_max_position_embeddings=256, bos_token_id=fixtures.BOS_ID, eos_token_id=fixtures.EOS_ID, pad_token_id=fixtures.PAD_ID)
     torch.manual_seed(SEED)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
     g = torch.Generator().manual_seed(SEED)
@@ -35,14 +36,14 @@ def main(out):
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=g) * INIT_STD)
             else:
-                p.add_(torch.randn(p.shape, generator=g) * F.NORM_STD)
+                p.add_(torch.randn(p.shape, generator=g) * fixtures.NORM_STD)
     fused = [n for n, _ in model.named_parameters() if n.endswith(("qkv_proj.weight", "gate_up_proj.weight"))]
     if not fused:
         raise SystemExit("this transformers' Phi-3 has no fused projections: the test would prove nothing")
-    F.save_hf(model, "phi3-tiny", hf, os.path.join(os.path.dirname(os.path.abspath(F.__file__)), "..", "..",
+    fixtures.save_hf(model, "phi3-tiny", hf, os.path.join(os.path.dirname(os.path.abspath(fixtures.__file__)), "..", "..",
                                                      "fixtures", "tokenizer"))
-    F.mobius_build(out, "hf", os.path.join("onnx", "default-f32"), "default")
-    F.quantize_int4(os.path.join(out, "onnx", "default-f32"), os.path.join(out, "onnx", "default-int4"))
+    fixtures.mobius_build(out, "hf", os.path.join("onnx", "default-f32"), "default")
+    fixtures.quantize_int4(os.path.join(out, "onnx", "default-f32"), os.path.join(out, "onnx", "default-int4"))
     print(f"phi3-tiny in {out}: fused HF parameters {fused}")
 
 

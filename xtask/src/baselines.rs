@@ -14,6 +14,12 @@ use mobius_conformance::judge::golden::{self, Hex};
 use mobius_conformance::paths::relative;
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::vocab::{Dtype, Modality};
+
+use crate::regen::{Kind, Outcome, Tally, compare};
+
+/// The format of loglik.py's raw outputs this xtask reads (their metadata `format`).
+pub const LOGLIK_FORMAT: &str = "loglik-v1";
 
 /// One task of one case, with the requests sent to the reference.
 pub struct BaselineJob {
@@ -56,7 +62,10 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
                 }
             }
         }
-        let spec = serde_json::json!({ "reference": reference, "out": raw, "requests": requests, "generate": generate });
+        let spec = serde_json::json!({
+            "reference": reference, "out": raw, "requests": requests, "generate": generate,
+            "eos_token_id": case.spec.generation.eos_token_id, "genai_config": crate::regen::genai_config(suite, case),
+        });
         let out_path = suite.baseline_path(&name, &case.name);
         out.push((spec, BaselineJob { case: case.clone(), task, items, raw, out: out_path }));
     }
@@ -87,6 +96,7 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let meta = meta.metadata().clone().unwrap_or_default();
+    crate::regen::check_format(&job.raw, meta.get("format").map(String::as_str), LOGLIK_FORMAT, "xtask/reference/loglik.py")?;
     let tensor = |name: &str| st.tensor(name).map_err(|e| format!("{}: tensor `{name}`: {e}", job.raw.display()));
     let spec = &job.task.spec;
     let root = &suite.root;
@@ -173,16 +183,80 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
     Ok((baseline, json, line))
 }
 
-/// Writes (or not) the baseline like a golden: SAVED, UNCHANGED, or SKIPPED when it differs without `force`.
-pub fn write(suite: &Suite, job: &BaselineJob, bytes: &[u8], force: bool, dry_run: bool) -> Result<String, String> {
+/// Writes (or not) the baseline like a golden: SAVED, UNCHANGED (also when only log-likelihoods moved, each by less
+/// than the reference's noise), or SKIPPED when it differs without `force`.
+pub fn write(suite: &Suite, job: &BaselineJob, bytes: &[u8], force: bool, dry_run: bool, tally: &mut Tally) -> Result<String, String> {
     let shown = relative(&suite.root, &job.out);
-    Ok(match std::fs::read(&job.out).ok() {
-        Some(old) if old == bytes => format!("UNCHANGED  {shown}"),
-        Some(_) if !force => format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"),
-        _ if dry_run => format!("SAVED      {shown} (dry run: not written)"),
+    let diff = std::fs::read(&job.out).ok().map(|old| {
+        let noise = loglik_noise(suite, &job.case);
+        compare::json(&old, bytes, &|p| loglik_bound(&job.items, noise, p))
+    });
+    let (line, outcome) = match diff {
+        Some(compare::Diff::Same) => (format!("UNCHANGED  {shown}"), Outcome::Unchanged),
+        Some(d @ compare::Diff::NoiseOnly { .. }) if !force => (format!("UNCHANGED  {shown} ({d})"), Outcome::NoiseOnly),
+        Some(d @ compare::Diff::Changed { .. }) if !force => {
+            (format!("SKIPPED    {shown} (differs from the reference now, at {d}; pass --force to overwrite)"), Outcome::Changed)
+        }
+        _ if dry_run => (format!("SAVED      {shown} (dry run: not written)"), Outcome::Saved),
         _ => {
             golden::write_atomic(&job.out, bytes).map_err(|e| e.to_string())?;
-            format!("SAVED      {shown}")
+            (format!("SAVED      {shown}"), Outcome::Saved)
         }
-    })
+    };
+    tally.add(Kind::Baseline, outcome);
+    Ok(line)
+}
+
+/// The reference's per-token noise for this case's model: the largest its text golden measured (none without one).
+fn loglik_noise(suite: &Suite, case: &Case) -> Option<f64> {
+    let paths = suite.golden_paths(case, Modality::Text, Dtype::F32);
+    compare::Bounds::of_prefill(&std::fs::read(&paths.prefill).ok()?).steps()
+}
+
+/// The noise of `items[i].logliks[j]`: each continuation token's log-softmax is a logit less the logsumexp, each
+/// off by up to the noise, so one run of a choice of n tokens sits within 2 n noise of the float64 value. The
+/// accuracy, the answers and the hashes are exact.
+fn loglik_bound(items: &[Item], noise: Option<f64>, path: &[compare::Seg]) -> Option<f64> {
+    use compare::Seg::{Index, Key};
+    let [Key("items"), Index(i), Key("logliks"), Index(j)] = path else { return None };
+    let ItemKind::MultipleChoice { continuations, .. } = &items.get(*i)?.kind else { return None };
+    Some(2.0 * continuations.get(*j)?.len() as f64 * noise?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use compare::Seg::{Index, Key};
+
+    fn item(conts: Vec<Vec<i64>>) -> Item {
+        Item {
+            doc: 0,
+            context: String::new(),
+            kind: ItemKind::MultipleChoice {
+                choices: conts.iter().map(|_| "x".to_string()).collect(),
+                gold: 0,
+                context_ids: vec![2],
+                continuations: conts,
+                boundary_merge: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_loglik_may_move_by_twice_its_tokens_times_the_noise_and_nothing_else_moves() {
+        let items = vec![item(vec![vec![5], vec![6, 7, 8]])];
+        assert_eq!(loglik_bound(&items, Some(1e-6), &[Key("items"), Index(0), Key("logliks"), Index(1)]), Some(6e-6));
+        assert_eq!(loglik_bound(&items, Some(1e-6), &[Key("accuracy")]), None);
+        assert_eq!(loglik_bound(&items, None, &[Key("items"), Index(0), Key("logliks"), Index(0)]), None);
+        let h = mobius_conformance::judge::hexfloat::format_f64;
+        let doc = |a: f64, b: f64, acc: f64| {
+            serde_json::to_vec(&serde_json::json!({"accuracy": acc, "requests_hash": "ab", "items": [{"logliks": [h(a), h(b)]}]})).unwrap()
+        };
+        let old = doc(-1.0, -2.0, 1.0);
+        let cmp = |new: &[u8]| compare::json(&old, new, &|p| loglik_bound(&items, Some(1e-6), p));
+        // Twice that: the stored run and the new one each sit within it.
+        assert!(matches!(cmp(&doc(-1.0 + 3.5e-6, -2.0 + 1.1e-5, 1.0)), compare::Diff::NoiseOnly { .. }));
+        assert!(matches!(cmp(&doc(-1.0 + 4.5e-6, -2.0, 1.0)), compare::Diff::Changed { at, .. } if at == "items[0].logliks[0]"));
+        assert!(matches!(cmp(&doc(-1.0, -2.0, 0.5)), compare::Diff::Changed { at, .. } if at == "accuracy"));
+    }
 }

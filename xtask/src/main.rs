@@ -21,11 +21,14 @@ const TASKS: &[(&str, &str)] = &[
     (
         "fixtures",
         "\
-  fixtures [--only NAME ...] [--hf-only]
+  fixtures [--only NAME ...] [--hf-only] [--retrain] [--recalibrate-clamps] [--threads N]
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
       with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
       quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
       just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
+      --only arith-tiny rebuilds the trained fixture's packages and tasks (--retrain: train it again);
+      --recalibrate-clamps calibrates gemma4-mm-tiny's clamp bounds on the media again (then regenerate its
+      goldens); --threads N derives with N torch threads (the same bytes).
 ",
     ),
     (
@@ -47,8 +50,9 @@ const TASKS: &[(&str, &str)] = &[
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
       Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/ of the
       suite root (--root, else MOBIUS_SUITE_ROOT, else this repository).
-      Prints one line per golden: SAVED, UNCHANGED or SKIPPED. An existing golden that differs is only
-      overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
+      Prints one line per golden: SAVED, UNCHANGED or SKIPPED, then the counts per kind. A golden whose
+      floats moved by less than twice the reference's own noise (ids, tokens, hashes equal) is UNCHANGED (noise
+      only) and kept; one that differs by more is only overwritten with --force. Writes are atomic. Refuses to run under CI unless --allow-ci, and refuses
       cases with trust_remote_code unless --allow-remote-code. --keep-raw saves the reference's raw outputs;
       --from-raw re-derives the goldens from them without Python (e.g. after a golden format change).
 ",
@@ -57,14 +61,15 @@ const TASKS: &[(&str, &str)] = &[
         "new-case",
         "\
   new-case --hf HF_DIR --package PACKAGE --prompt TEXT [--name NAME] [--task DIR] [--ep EP] [--dtype DTYPE]
-           [--tokenizer DIR] [--max-new-tokens N] [--root SUITE_DIR] [--no-run] [--force]
+           [--tokenizer DIR] [--max-new-tokens N] [--root SUITE_DIR] [--no-run] [--force] [--external-paths]
       Scaffold a case for a new model and take it to its first trials in one command: write
       cases/<task>/<name>.yaml (HF_DIR: a Hugging Face model folder with config.json and its weights;
       PACKAGE: an ONNX Runtime GenAI package folder or hf://org/repo[@rev][/subfolder]), run regen-goldens for
       it, report the golden's smallest top1-top2 margin (and what to do when that is near a tie), then run the
       case's trials. Defaults: --name from the HF folder, --task causal-lm, --ep and --dtype from a package
       folder named <ep>-<dtype> (else default, f32), --max-new-tokens 16. --no-run stops after the goldens;
-      --force overwrites an existing case file and its goldens.
+      --force overwrites an existing case file and its goldens. --task and --name stay inside the root; a
+      model, package or tokenizer outside it needs --external-paths (written as `external_paths: true`).
 ",
     ),
     (
@@ -111,6 +116,25 @@ const TASKS: &[(&str, &str)] = &[
   gpu-check [--device cuda:<id>]
       On a machine with an NVIDIA GPU: every trial on CUDA (strict, TF32 off) and the CUDA part of the bench,
       with one summary. Non-zero exit when a trial fails or CUDA does not start.
+",
+    ),
+    (
+        "reference-data",
+        "\
+  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles ...]
+      Rewrite the committed data the reference tools produce, from the repository root: the real tier's
+      knowledge items (fixtures/tasks/knowledge/test.jsonl, seeded), and lm-eval 0.4.13's own answers on the
+      gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json), which the
+      suite's tests compare with. `git diff` shows what changed.
+",
+    ),
+    (
+        "lock",
+        "\
+  lock [--check]
+      Rewrite xtask/reference/requirements.lock from the reference venv (every installed distribution with
+      the sha256 of each file PyPI holds for it), after `pip install -r xtask/reference/requirements.txt` into
+      the venv; --check only says whether the lock on disk is current.
 ",
     ),
     (
@@ -162,6 +186,8 @@ fn main() -> ExitCode {
         "mutants" => mutants::mutants(rest),
         "bench" => bench::bench(rest),
         "gpu-check" => gpu::gpu_check(rest),
+        "reference-data" => regen::reference_data(rest),
+        "lock" => venv::lock_task(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),
         "help" | "--help" | "-h" => match rest.first() {
             Some(t) => task_help(t).map(|h| print!("{h}")).ok_or_else(|| format!("unknown task `{t}`\n\n{}", help())),

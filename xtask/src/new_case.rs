@@ -97,13 +97,15 @@ struct Args {
     root: PathBuf,
     run: bool,
     force: bool,
+    /// The user said that the case may read files outside the suite root.
+    external_paths: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
     let (mut hf, mut package, mut prompt, mut name, mut task) = (None, None, None, None, "causal-lm".to_string());
     let (mut ep, mut dtype, mut tokenizer, mut max_new_tokens) = (None, None, None, 16u32);
     let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, PathBuf::from);
-    let (mut run, mut force) = (true, false);
+    let (mut run, mut force, mut external_paths) = (true, false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or_else(|| format!("new-case: {a} needs a value"));
@@ -130,6 +132,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--root" => root = PathBuf::from(value()?),
             "--no-run" => run = false,
             "--force" => force = true,
+            "--external-paths" => external_paths = true,
             other => return Err(format!("new-case: unknown option `{other}` (cargo xtask new-case --help)")),
         }
     }
@@ -149,7 +152,28 @@ fn parse(args: &[String]) -> Result<Args, String> {
         root,
         run,
         force,
+        external_paths,
     })
+}
+
+/// `--task`: a folder under `cases/`, one or more plain names joined by `/` (no absolute path, no `.` or `..`), so
+/// the case file and its goldens stay inside the suite root.
+pub fn check_task(task: &str) -> Result<(), String> {
+    if task.is_empty() || !task.split('/').all(mobius_conformance::paths::is_plain_name) || task.split('/').any(|p| p == ".") {
+        return Err(format!(
+            "--task {task:?}: expected a folder under cases/ (names joined by `/`, no absolute path, no `.` or `..`): the \
+             case file and its goldens stay inside the suite root"
+        ));
+    }
+    Ok(())
+}
+
+/// `--name`: one plain file name (no folder, no `..`, not hidden), the case's name in trial names and golden paths.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if !mobius_conformance::paths::is_plain_name(name) || name.starts_with('.') {
+        return Err(format!("case name {name:?}: expected a plain name (no `/`, no `..`, not starting with `.`): pass --name NAME"));
+    }
+    Ok(())
 }
 
 /// Reads the inputs and decides every field; nothing is written.
@@ -159,10 +183,14 @@ fn plan(a: &Args) -> Result<Spec, String> {
     let cfg: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", config.display()))?;
     let model_type = cfg["model_type"].as_str().ok_or_else(|| format!("{}: no `model_type`", config.display()))?.to_string();
     let name = a.name.clone().unwrap_or_else(|| default_name(&a.hf));
-    if name.is_empty() || name.contains('/') {
-        return Err(format!("case name {name:?}: pass --name NAME"));
+    check_name(&name)?;
+    check_task(&a.task)?;
+    // Each local path the case will name, and whether it leaves the root (then only with --external-paths).
+    let mut outside = Vec::new();
+    let (reference, ext) = shown(&a.root, &a.hf);
+    if ext {
+        outside.push(format!("--hf {reference}"));
     }
-    let (reference, mut external) = shown(&a.root, &a.hf);
     let (package, variant) = match HubRef::parse(&a.package) {
         Some(r) => {
             let r = r.map_err(|e| format!("--package: {e}"))?;
@@ -174,7 +202,9 @@ fn plan(a: &Args) -> Result<Spec, String> {
                 return Err(format!("--package {}: no genai_config.json (expected an ONNX Runtime GenAI package folder)", p.display()));
             }
             let (s, ext) = shown(&a.root, p);
-            external |= ext;
+            if ext {
+                outside.push(format!("--package {s}"));
+            }
             let v = variant_from_folder(&s);
             (s, v)
         }
@@ -189,9 +219,20 @@ fn plan(a: &Args) -> Result<Spec, String> {
     };
     let tokenizer = tokenizer.map(|t| {
         let (s, ext) = shown(&a.root, &t);
-        external |= ext;
+        if ext {
+            outside.push(format!("--tokenizer {s}"));
+        }
         s
     });
+    if !outside.is_empty() && !a.external_paths {
+        return Err(format!(
+            "{} is outside the suite root {}: a case reads only inside its root unless it says otherwise; pass \
+             --external-paths to write `external_paths: true` into the case, or move the files under the root",
+            outside.join(", "),
+            a.root.display()
+        ));
+    }
+    let external = !outside.is_empty();
     let model_id =
         cfg["_name_or_path"].as_str().filter(|s| !s.is_empty() && !s.starts_with('/')).map_or_else(|| name.clone(), str::to_string);
     Ok(Spec {
@@ -212,8 +253,12 @@ fn plan(a: &Args) -> Result<Spec, String> {
 
 /// Writes the case file after the suite's parser accepted it; returns its path.
 pub fn write_case(root: &Path, spec: &Spec, force: bool) -> Result<PathBuf, String> {
+    check_name(&spec.name)?;
+    check_task(&spec.task)?;
     let path = root.join("cases").join(&spec.task).join(format!("{}.yaml", spec.name));
     let file = mobius_conformance::paths::relative(root, &path);
+    // By its text the path stays inside; through a symlinked `cases/` or task folder it must too.
+    mobius_conformance::paths::confine(root, &path, "the case file", mobius_conformance::paths::SUITE_HINT).map_err(|e| e.to_string())?;
     if path.exists() && !force {
         return Err(format!("{file} exists: pass --force to overwrite it, or --name NAME for another case"));
     }
@@ -331,6 +376,101 @@ mod tests {
         let written = write_case(&root, &s, false).unwrap();
         assert!(std::fs::read_to_string(&written).unwrap().contains("external_paths: true"));
         assert!(write_case(&root, &s, false).unwrap_err().contains("exists: pass --force"));
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    fn args(root: &Path, hf: &Path, package: &Path) -> Args {
+        Args {
+            hf: hf.to_path_buf(),
+            package: package.to_string_lossy().into_owned(),
+            prompt: "p".into(),
+            name: None,
+            task: "causal-lm".into(),
+            ep: None,
+            dtype: None,
+            tokenizer: None,
+            max_new_tokens: 4,
+            root: root.to_path_buf(),
+            run: false,
+            force: false,
+            external_paths: false,
+        }
+    }
+
+    /// A suite root with a model and a package inside, and another model and package outside it.
+    fn layout(tag: &str) -> (PathBuf, PathBuf) {
+        let tmp = std::env::temp_dir().join(format!("mobius-new-case-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        for d in ["root/models/m/hf", "root/models/m/onnx/cpu-int4", "out/m/hf", "out/m/onnx/cpu-int4"] {
+            std::fs::create_dir_all(tmp.join(d)).unwrap();
+        }
+        for hf in ["root/models/m/hf", "out/m/hf"] {
+            std::fs::write(tmp.join(hf).join("config.json"), r#"{"model_type": "phi3"}"#).unwrap();
+            std::fs::write(tmp.join(hf).join("tokenizer.json"), "{}").unwrap();
+        }
+        for p in ["root/models/m/onnx/cpu-int4", "out/m/onnx/cpu-int4"] {
+            std::fs::write(tmp.join(p).join("genai_config.json"), "{}").unwrap();
+        }
+        (tmp.clone(), tmp.join("root"))
+    }
+
+    /// Every file under `dir`.
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() { out.extend(files(&p)) } else { out.push(p) }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_task_or_name_that_leaves_the_root_is_refused_and_nothing_is_written() {
+        let (tmp, root) = layout("confine");
+        let before = files(&tmp);
+        let (hf, pkg) = (root.join("models/m/hf"), root.join("models/m/onnx/cpu-int4"));
+        let abs_task = tmp.join("elsewhere").to_string_lossy().into_owned();
+        for task in [abs_task.as_str(), "../..", "..", "a/../../b", "causal-lm/..", "./x", "", "a//b", "a\\..\\b"] {
+            let e = plan(&Args { task: task.into(), ..args(&root, &hf, &pkg) }).unwrap_err();
+            assert!(e.contains("--task") && e.contains("inside the suite root"), "{task:?}: {e}");
+        }
+        for name in ["../x", "/abs", "..", ".hidden", "a/b", "a\\b", ""] {
+            let e = plan(&Args { name: Some(name.into()), ..args(&root, &hf, &pkg) }).unwrap_err();
+            assert!(e.contains("case name") && e.contains("--name"), "{name:?}: {e}");
+        }
+        // write_case checks again, whoever calls it.
+        let s = Spec { task: "../..".into(), ..spec() };
+        assert!(write_case(&root, &s, true).unwrap_err().contains("--task"));
+        let s = Spec { name: "../../x".into(), ..spec() };
+        assert!(write_case(&root, &s, true).unwrap_err().contains("case name"));
+        // A task folder that is a symlink out of the root.
+        std::fs::create_dir_all(root.join("cases")).unwrap();
+        std::os::unix::fs::symlink(tmp.join("out"), root.join("cases/linked")).unwrap();
+        let s = Spec { task: "linked".into(), ..spec() };
+        let e = write_case(&root, &s, true).unwrap_err();
+        assert!(e.contains("outside the suite root"), "{e}");
+        std::fs::remove_file(root.join("cases/linked")).unwrap();
+        assert_eq!(files(&tmp), before, "a refused new-case wrote something");
+        // Inside the root, a nested task is fine.
+        let s = plan(&Args { task: "causal-lm/small".into(), ..args(&root, &hf, &pkg) }).unwrap();
+        assert_eq!((s.reference.as_str(), s.external_paths), ("models/m/hf", false));
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn a_package_outside_the_root_needs_external_paths_said_explicitly() {
+        let (tmp, root) = layout("external");
+        let (hf, pkg, out_pkg) = (root.join("models/m/hf"), root.join("models/m/onnx/cpu-int4"), tmp.join("out/m/onnx/cpu-int4"));
+        let e = plan(&args(&root, &hf, &out_pkg)).unwrap_err();
+        assert!(e.contains("--package") && e.contains("outside the suite root") && e.contains("--external-paths"), "{e}");
+        let e = plan(&args(&root, &tmp.join("out/m/hf"), &pkg)).unwrap_err();
+        assert!(e.contains("--hf") && e.contains("--external-paths"), "{e}");
+        let s = plan(&Args { external_paths: true, ..args(&root, &hf, &out_pkg) }).unwrap();
+        assert!(s.external_paths && s.package.starts_with('/'), "{s:?}");
+        assert!(yaml(&s).contains("external_paths: true"));
+        let s = plan(&args(&root, &hf, &pkg)).unwrap();
+        assert!(!s.external_paths && !yaml(&s).contains("external_paths"), "{s:?}");
         let _ = std::fs::remove_dir_all(&tmp);
     }
 

@@ -5,7 +5,6 @@
 //! clear error when the build cannot run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::bootstrap::target_dir;
@@ -44,19 +43,11 @@ pub fn real(args: &[String]) -> Result<(), String> {
             other => return Err(format!("real: unknown option `{other}`")),
         }
     }
-    venv::ensure()?;
     let cache = cache_dir();
     std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
     let reference = workspace_root().join("xtask").join("reference");
-    let mut cmd = Command::new(venv::python());
-    cmd.arg(reference.join("real.py"))
-        .arg("--cache")
-        .arg(&cache)
-        .arg("--lock")
-        .arg(reference.join("real-models.lock"))
-        .arg("--manifest")
-        .arg(manifest())
-        .env("PYTHONUNBUFFERED", "1");
+    let mut cmd = venv::reference_command("real")?;
+    cmd.arg("--cache").arg(&cache).arg("--lock").arg(reference.join("real-models.lock")).arg("--manifest").arg(manifest());
     if record {
         cmd.arg("--record");
     }

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mobius_conformance::feed::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::feed::package::package_model;
@@ -20,41 +19,151 @@ use mobius_conformance::vocab::{Dtype, Level, Modality};
 
 use crate::venv;
 
-fn reference_script(name: &str) -> PathBuf {
-    workspace_root().join("xtask").join("reference").join(name)
-}
+pub mod compare;
 
-fn run_python(args: &[&std::ffi::OsStr]) -> Result<(), String> {
-    venv::ensure()?;
-    let mut cmd = Command::new(venv::python());
-    cmd.args(args).env("PYTHONUNBUFFERED", "1").env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_VERBOSITY", "error");
+/// Runs `python -m reference.<module> args` (see [`venv::reference_command`]), inheriting stdout and stderr.
+pub fn run_reference(module: &str, args: &[std::ffi::OsString]) -> Result<(), String> {
+    let mut cmd = venv::reference_command(module)?;
+    cmd.args(args);
     let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed: {status}")) }
 }
 
-pub fn fixtures(args: &[String]) -> Result<(), String> {
+/// The seeded fixtures behind `references` (Hugging Face folders) whose derived files are missing, grouped by the
+/// fixtures folder whose MANIFEST.json records them: `fixtures.py --hf-only --only ...` there, once per folder.
+fn derive_missing(references: impl Iterator<Item = PathBuf>) -> Result<(), String> {
+    let mut by_root: std::collections::BTreeMap<PathBuf, std::collections::BTreeSet<String>> = Default::default();
+    for dir in references {
+        if let Some((fixtures, name)) = missing_derived(&dir)? {
+            by_root.entry(fixtures).or_default().insert(name);
+        }
+    }
+    for (fixtures, names) in by_root {
+        FixtureJob { only: names.into_iter().collect(), hf_only: true, ..FixtureJob::default() }.run(&fixtures)?;
+    }
+    Ok(())
+}
+
+/// For a reference folder `<fixtures>/<name>/hf` that lacks a file its fixtures' MANIFEST.json lists as derived:
+/// `(<fixtures>, <name>)`. None when nothing is missing or the folder is no derived fixture (a user's own model).
+pub fn missing_derived(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
+    let (Some(model), Some(fixtures)) = (dir.parent(), dir.parent().and_then(Path::parent)) else { return Ok(None) };
+    let (Some(name), Some("hf")) = (model.file_name().and_then(|n| n.to_str()), dir.file_name().and_then(|n| n.to_str())) else {
+        return Ok(None);
+    };
+    let manifest = fixtures.join("MANIFEST.json");
+    let Ok(text) = std::fs::read_to_string(&manifest) else { return Ok(None) };
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let files = json.pointer("/derived/files").and_then(|f| f.as_array()).ok_or_else(|| {
+        format!("{}: field `derived.files` is missing or not a list (the files `fixtures --hf-only` derives)", manifest.display())
+    })?;
+    let prefix = format!("{name}/hf/");
+    let missing = files.iter().filter_map(|f| f.as_str()).filter(|f| f.starts_with(&prefix)).any(|f| !fixtures.join(f).is_file());
+    Ok(missing.then(|| (fixtures.to_path_buf(), name.to_string())))
+}
+
+/// The committed data that reference tools derive, by name: (module, arguments, what it writes, the derived fixture
+/// it reads).
+const REFERENCE_DATA: &[(&str, &str, &str, Option<&str>)] = &[
+    ("knowledge", "knowledge_items", "fixtures/tasks/knowledge/test.jsonl", None),
+    ("lmeval-corners", "lmeval.corners", "tests/data/lmeval/corners.json", Some("arith-tiny")),
+    ("lmeval-taskfiles", "lmeval.taskfiles", "tests/data/lmeval/taskfiles.json", Some("qwen3-tiny")),
+];
+
+/// `cargo xtask reference-data [--only NAME ...]`: rewrite the committed data that lm-eval or a seeded generator
+/// produces (run from the repository root, where their default paths point); `git diff` then shows any change.
+pub fn reference_data(args: &[String]) -> Result<(), String> {
+    let names: Vec<&str> = REFERENCE_DATA.iter().map(|d| d.0).collect();
     let mut only = Vec::new();
-    let mut hf_only = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--only" => only.push(it.next().ok_or("--only needs a fixture name")?.clone()),
-            "--hf-only" => hf_only = true,
+            "--only" => {
+                let n = it.next().ok_or("--only needs a name")?;
+                if !names.contains(&n.as_str()) {
+                    return Err(format!("reference-data: --only {n:?}: expected one of {}", names.join(", ")));
+                }
+                only.push(n.clone());
+            }
+            other => return Err(format!("reference-data: unknown option `{other}`")),
+        }
+    }
+    let root = workspace_root();
+    for (name, module, writes, needs) in REFERENCE_DATA {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        if let Some(fixture) = needs {
+            derive_missing(std::iter::once(root.join("fixtures").join(fixture).join("hf")))?;
+        }
+        let mut cmd = venv::reference_command(module)?;
+        cmd.current_dir(&root);
+        let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
+        if !status.success() {
+            return Err(format!("reference-data {name}: {cmd:?} failed: {status}"));
+        }
+        println!("WROTE      {writes}");
+    }
+    Ok(())
+}
+
+/// The fixture that `reference.arith` builds (trained, not seeded); every other one is `reference.fixtures`'.
+const ARITH: &str = "arith-tiny";
+
+pub fn fixtures(args: &[String]) -> Result<(), String> {
+    let mut job = FixtureJob::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--only" => job.only.push(it.next().ok_or("--only needs a fixture name")?.clone()),
+            "--hf-only" => job.hf_only = true,
+            "--retrain" => job.retrain = true,
+            "--recalibrate-clamps" => job.pass.push(a.into()),
+            "--threads" => job.pass.extend([a.into(), it.next().ok_or("--threads needs a number")?.into()]),
             other => return Err(format!("fixtures: unknown option `{other}`")),
         }
     }
-    let script = reference_script("fixtures.py");
-    let out = workspace_root().join("fixtures");
-    let mut argv: Vec<std::ffi::OsString> = vec![script.into(), "--out".into(), out.into()];
-    if hf_only {
-        argv.push("--hf-only".into());
+    job.run(&workspace_root().join("fixtures"))
+}
+
+/// What `cargo xtask fixtures` was asked to build, split between the two generators.
+#[derive(Debug, Default)]
+struct FixtureJob {
+    only: Vec<String>,
+    hf_only: bool,
+    retrain: bool,
+    /// Options for `reference.fixtures` as given (`--recalibrate-clamps`, `--threads N`).
+    pass: Vec<std::ffi::OsString>,
+}
+
+impl FixtureJob {
+    fn run(&self, out: &Path) -> Result<(), String> {
+        let seeded: Vec<&String> = self.only.iter().filter(|n| *n != ARITH).collect();
+        // arith-tiny: with --hf-only its derived weights (as every other fixture's), else only when named.
+        let arith = if self.only.is_empty() { self.hf_only } else { seeded.len() < self.only.len() };
+        if self.retrain && (!arith || self.hf_only) {
+            return Err(format!("fixtures: --retrain trains {ARITH} again: pass --only {ARITH}, without --hf-only"));
+        }
+        if self.only.is_empty() || !seeded.is_empty() {
+            let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), out.into()];
+            if self.hf_only {
+                argv.push("--hf-only".into());
+            }
+            if !seeded.is_empty() {
+                argv.push("--only".into());
+                argv.extend(seeded.iter().map(Into::into));
+            }
+            argv.extend(self.pass.iter().cloned());
+            run_reference("fixtures", &argv)?;
+        }
+        if arith {
+            let mut argv: Vec<std::ffi::OsString> = vec!["--out".into(), out.into()];
+            argv.extend(self.hf_only.then(|| "--derive-only".into()));
+            argv.extend(self.retrain.then(|| "--retrain".into()));
+            run_reference("arith", &argv)?;
+        }
+        Ok(())
     }
-    if !only.is_empty() {
-        argv.push("--only".into());
-        argv.extend(only.into_iter().map(Into::into));
-    }
-    let refs: Vec<&std::ffi::OsStr> = argv.iter().map(|s| s.as_os_str()).collect();
-    run_python(&refs)
 }
 
 #[derive(Debug, Default)]
@@ -149,11 +258,13 @@ fn plan_job(
     let media =
         |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
     let images = media(&case.spec.inputs.images, matches!(modality, Modality::Image | Modality::ImageAudio));
+    let genai = genai_config_at(suite, case);
     let audio = media(&case.spec.inputs.audio, matches!(modality, Modality::Audio | Modality::ImageAudio));
     // What the reference reads stays inside the suite root, symlinks resolved, unless the case opts out.
     if !case.spec.external_paths {
         let local_tok = matches!(case.tokenizer_location(root), Some(Location::Local(_))).then_some(("tokenizer", &tok));
-        let named = [("reference", &reference)].into_iter().chain(local_tok);
+        let local_genai = genai.as_ref().filter(|(_, local)| *local).map(|(g, _)| ("matrix.package", g));
+        let named = [("reference", &reference)].into_iter().chain(local_tok).chain(local_genai);
         let media = images.iter().map(|p| ("inputs.images", p)).chain(audio.iter().map(|p| ("inputs.audio", p)));
         for (field, p) in named.chain(media) {
             let what = format!("{}: field `{field}`", case.file);
@@ -178,6 +289,7 @@ fn plan_job(
         "prompt": prompt,
         "max_new_tokens": case.max_new_tokens(),
         "eos_token_id": case.spec.generation.eos_token_id,
+        "genai_config": genai.map(|(g, _)| g),
         "trust_remote_code": case.spec.trust_remote_code,
         "out": raw,
     });
@@ -186,6 +298,23 @@ fn plan_job(
     }
     Ok(Ok((spec, Job { case: case.clone(), modality, dtype, raw, ids })))
 }
+
+/// The genai_config.json of the case's first package that has one (local, or in the Hugging Face cache): where the
+/// reference, like the suite's runner, finds the EOS ids when the case names none (`common.eos_ids`).
+pub fn genai_config(suite: &Suite, case: &Case) -> Option<PathBuf> {
+    genai_config_at(suite, case).map(|(file, _)| file)
+}
+
+/// [`genai_config`], and whether it is a local package's (to be kept inside the root) or the Hub cache's.
+fn genai_config_at(suite: &Suite, case: &Case) -> Option<(PathBuf, bool)> {
+    case.variants(&suite.root).into_iter().filter_map(|v| v.package).find_map(|p| {
+        let file = p.resolve("genai_config.json").ok()?.join("genai_config.json");
+        file.is_file().then_some((file, matches!(p, Location::Local(_))))
+    })
+}
+
+/// The format of the raw outputs this xtask reads (goldens.py writes `common.RAW_FORMAT` into their metadata).
+pub const RAW_FORMAT: &str = "golden-raw-v1";
 
 /// A golden's smallest reference top1-top2 margin, and the loosest near-tie margin of the dtypes it judges.
 #[derive(Debug, Clone, PartialEq)]
@@ -302,27 +431,26 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
             }
         }
     }
-    // The fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) them before any
-    // reference run reads them.
-    let cases = jobs.iter().map(|(_, j)| &j.case).chain(baseline_jobs.iter().map(|(_, b)| b.case()));
-    let derived_missing = cases
-        .into_iter()
-        .any(|c| c.reference_dir(&root).is_some_and(|d| d.join("config.json").is_file() && !d.join("model.safetensors").is_file()));
-    if derived_missing && opts.from_raw.is_none() {
-        fixtures(&["--hf-only".to_string()])?;
+    // The fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) those of the cases this
+    // run covers, and only those, in the fixtures folder their `reference` names (inside the root given).
+    if opts.from_raw.is_none() {
+        let cases = jobs.iter().map(|(_, j)| &j.case).chain(baseline_jobs.iter().map(|(_, b)| b.case()));
+        derive_missing(cases.filter_map(|c| c.reference_dir(&root)))?;
     }
     if !baseline_jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": baseline_jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
         let spec_path = work.join("loglik.json");
         std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
-        run_python(&[reference_script("loglik.py").as_os_str(), spec_path.as_os_str()])?;
+        run_reference("loglik", &[spec_path.into_os_string()])?;
     }
     // Goldens (and baselines) this run made or compared: none means it did nothing, which must not look like success.
     let mut considered = 0;
+    let mut tally = Tally::default();
     for (_, job) in &baseline_jobs {
         considered += 1;
-        let written = crate::baselines::derive(&suite, job)
-            .and_then(|(_, bytes, line)| Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run)?]));
+        let written = crate::baselines::derive(&suite, job).and_then(|(_, bytes, line)| {
+            Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run, &mut tally)?])
+        });
         match written {
             Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
             Err(e) => {
@@ -342,7 +470,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
         let spec_path = work.join("jobs.json");
         std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
-        run_python(&[reference_script("goldens.py").as_os_str(), spec_path.as_os_str()])?;
+        run_reference("goldens", &[spec_path.into_os_string()])?;
         if let Some(keep) = &opts.keep_raw {
             std::fs::create_dir_all(keep).map_err(|e| format!("{}: {e}", keep.display()))?;
             for (_, job) in &jobs {
@@ -354,7 +482,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         }
     }
     for (_, job) in &jobs {
-        match write_case_goldens(&suite, job, opts, &mut margins) {
+        match write_case_goldens(&suite, job, opts, &mut margins, &mut tally) {
             Ok((lines, n)) => {
                 considered += n;
                 lines.iter().for_each(|l| println!("{l}"));
@@ -366,6 +494,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
+    tally.lines().iter().for_each(|l| println!("{l}"));
     if failures > 0 {
         return Err(format!("{failures} case(s) failed"));
     }
@@ -415,6 +544,8 @@ fn read_raw(path: &Path) -> Result<RawRun, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    check_format(path, meta.get("format").map(String::as_str), RAW_FORMAT, "xtask/reference/goldens.py")?;
     let tensors = st
         .names()
         .into_iter()
@@ -423,7 +554,21 @@ fn read_raw(path: &Path) -> Result<RawRun, String> {
             (n.to_string(), RawTensor { shape: t.shape().to_vec(), data: t.data().to_vec(), dtype: t.dtype() })
         })
         .collect();
-    Ok(RawRun { tensors, meta: meta.metadata().clone().unwrap_or_default() })
+    Ok(RawRun { tensors, meta })
+}
+
+/// The raw outputs' metadata field `format` against the version this xtask reads; a mismatch says which side is
+/// older and how to get a matching pair.
+pub fn check_format(path: &Path, got: Option<&str>, want: &str, writer: &str) -> Result<(), String> {
+    match got {
+        Some(g) if g == want => Ok(()),
+        got => Err(format!(
+            "{}: metadata field `format` is {}, this xtask reads {want:?}: the raw outputs come from another version of {writer} \
+             (rerun the reference without --from-raw, or use the xtask of the same checkout)",
+            path.display(),
+            got.map_or_else(|| "missing".to_string(), |g| format!("{g:?}"))
+        )),
+    }
 }
 
 /// A raw output's tensor `name` (shape and bytes), which must be there with `dtype`; errors name the file.
@@ -454,7 +599,13 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 
 /// Derives one job's goldens and writes them, all together or none; returns the lines to print and how many
 /// goldens it made or compared.
-fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Vec<Margin>) -> Result<(Vec<String>, usize), String> {
+fn write_case_goldens(
+    suite: &Suite,
+    job: &Job,
+    opts: &Options,
+    margins: &mut Vec<Margin>,
+    tally: &mut Tally,
+) -> Result<(Vec<String>, usize), String> {
     let RawRun { tensors, meta } = read_raw(&job.raw)?;
     let get = |name: &str, dtype: safetensors::Dtype| raw_tensor(&job.raw, &tensors, name, dtype);
     use safetensors::Dtype::{F32, I64};
@@ -550,7 +701,7 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
         }
         margins.push(Margin { what, min, step, steps: run.step_logits.len(), near_tie });
     }
-    let mut targets: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut targets: Vec<(Kind, PathBuf, Vec<u8>)> = Vec::new();
     if media && job.dtype.golden_suffix().is_none() {
         // A multi-media stream keeps only what its single-media streams (written earlier in this run) do not hold.
         let mut own = Inputs { tensors: fed.tensors.clone() };
@@ -560,10 +711,10 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
             let theirs = Inputs::from_safetensors(&relative(root, shared), &bytes).map_err(|e| e.to_string())?;
             own.tensors.retain(|t| !theirs.tensors.iter().any(|o| o == t));
         }
-        targets.push((paths.inputs.clone(), own.to_safetensors().map_err(|e| e.to_string())?));
+        targets.push((Kind::Inputs, paths.inputs.clone(), own.to_safetensors().map_err(|e| e.to_string())?));
     }
     if !features.tensors.is_empty() && job.dtype.golden_suffix().is_none() {
-        targets.push((paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
+        targets.push((Kind::Features, paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
     }
     for &level in job.case.levels() {
         if opts.level.is_some_and(|l| l != level) {
@@ -571,38 +722,126 @@ fn write_case_goldens(suite: &Suite, job: &Job, opts: &Options, margins: &mut Ve
         }
         match level {
             Level::L4 => {
-                targets.push((paths.prefill.clone(), files.prefill.clone()));
+                targets.push((Kind::Prefill, paths.prefill.clone(), files.prefill.clone()));
                 if let Some(s) = &files.sidecar {
-                    targets.push((paths.sidecar(), s.clone()));
+                    targets.push((Kind::Sidecar, paths.sidecar(), s.clone()));
                 }
             }
-            Level::L5 => targets.push((paths.generation.clone(), files.generation.clone())),
+            Level::L5 => targets.push((Kind::Generation, paths.generation.clone(), files.generation.clone())),
             Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => {}
         }
     }
-    // A case's goldens change together or not at all: one that differs without --force holds back the others,
-    // and the ones written go to disk in one step.
+    // The noise the reference measured for this stream, as its stored L4 golden records it (else as this run did).
+    let bounds = compare::Bounds::of_prefill(&std::fs::read(&paths.prefill).unwrap_or_else(|_| files.prefill.clone()));
+    // A case's goldens change together or not at all: one that differs (by more than the reference's noise) without
+    // --force holds back the others, and the ones written go to disk in one step.
     let considered = targets.len();
-    let differs = |path: &Path, bytes: &[u8]| std::fs::read(path).ok().is_some_and(|old| old != bytes);
-    let held_back = !opts.force && targets.iter().any(|(p, b)| differs(p, b));
+    let compared: Vec<(Kind, PathBuf, Vec<u8>, Option<compare::Diff>)> = targets
+        .into_iter()
+        .map(|(kind, path, bytes)| {
+            let diff = std::fs::read(&path).ok().map(|old| kind.compare(&bounds, &old, &bytes));
+            (kind, path, bytes, diff)
+        })
+        .collect();
+    let held_back = !opts.force && compared.iter().any(|(.., d)| d.as_ref().is_some_and(compare::Diff::is_change));
     let mut to_write = Vec::new();
-    for (path, bytes) in targets {
+    for (kind, path, bytes, diff) in compared {
         let shown = relative(root, &path);
-        let existing = std::fs::read(&path).ok();
-        let line = match existing {
-            Some(old) if old == bytes => format!("UNCHANGED  {shown}"),
-            Some(_) if !opts.force => format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"),
-            _ if held_back => format!("SKIPPED    {shown} (another golden of this case differs; pass --force to write them together)"),
-            _ if opts.dry_run => format!("SAVED      {shown} (dry run: not written)"),
+        let (line, outcome) = match diff {
+            Some(compare::Diff::Same) => (format!("UNCHANGED  {shown}"), Outcome::Unchanged),
+            Some(d @ compare::Diff::NoiseOnly { .. }) if !opts.force => (format!("UNCHANGED  {shown} ({d})"), Outcome::NoiseOnly),
+            Some(d @ compare::Diff::Changed { .. }) if !opts.force => {
+                (format!("SKIPPED    {shown} (differs from the reference now, at {d}; pass --force to overwrite)"), Outcome::Changed)
+            }
+            _ if held_back => (
+                format!("SKIPPED    {shown} (another golden of this case differs; pass --force to write them together)"),
+                Outcome::HeldBack,
+            ),
+            _ if opts.dry_run => (format!("SAVED      {shown} (dry run: not written)"), Outcome::Saved),
             _ => {
                 to_write.push((path, bytes));
-                format!("SAVED      {shown}")
+                (format!("SAVED      {shown}"), Outcome::Saved)
             }
         };
+        tally.add(kind, outcome);
         lines.push(line);
     }
     golden::write_all_atomic(&to_write).map_err(|e| format!("{e} (none of this case's goldens was changed)"))?;
     Ok((lines, considered))
+}
+
+/// What a golden file holds, for comparing it within noise and for the counts a run prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Prefill,
+    Sidecar,
+    Generation,
+    Inputs,
+    Features,
+    Baseline,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Prefill => "L4 logits and positions",
+            Kind::Sidecar => "L4 full-logits sidecars",
+            Kind::Generation => "L5 tokens and step logits",
+            Kind::Inputs => "processed media inputs",
+            Kind::Features => "encoder features",
+            Kind::Baseline => "accuracy baselines",
+        }
+    }
+
+    /// A stored file of this kind against the regenerated one. The processed inputs are what the model is fed:
+    /// compared exactly. Encoder features are judged by the stream's last-position noise, the one measure of the
+    /// reference's float32 error it has (an audio stream has none: exact).
+    fn compare(self, bounds: &compare::Bounds, old: &[u8], new: &[u8]) -> compare::Diff {
+        match self {
+            Kind::Prefill => compare::json(old, new, &|p| bounds.prefill(p)),
+            Kind::Generation => compare::json(old, new, &|p| bounds.generation(p)),
+            Kind::Sidecar | Kind::Features => compare::safetensors(old, new, bounds.last),
+            Kind::Inputs => compare::safetensors(old, new, None),
+            Kind::Baseline => compare::json(old, new, &|_| None),
+        }
+    }
+}
+
+/// What became of one golden file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Unchanged,
+    NoiseOnly,
+    Changed,
+    HeldBack,
+    Saved,
+}
+
+/// Per kind of golden: how many were unchanged, noise only, changed (over the noise), held back, saved.
+#[derive(Debug, Default)]
+pub struct Tally(std::collections::BTreeMap<Kind, [usize; 5]>);
+
+impl Tally {
+    pub fn add(&mut self, kind: Kind, outcome: Outcome) {
+        let i = match outcome {
+            Outcome::Unchanged => 0,
+            Outcome::NoiseOnly => 1,
+            Outcome::Changed => 2,
+            Outcome::HeldBack => 3,
+            Outcome::Saved => 4,
+        };
+        self.0.entry(kind).or_default()[i] += 1;
+    }
+
+    /// One line per kind, for the end of a run.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(k, [u, n, c, h, s])| {
+                format!("counted    {}: {u} unchanged, {n} noise only, {c} changed, {h} held back, {s} saved", k.name())
+            })
+            .collect()
+    }
 }
 
 /// Every prompt position in brief (`position_*` tensors), as the golden stores it; empty for raw outputs from before
@@ -664,5 +903,58 @@ pub fn provenance(root: &Path, case: &Case, meta: &HashMap<String, String>) -> P
         dtype: "float32".into(),
         device: "cpu".into(),
         weights: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_options_that_cannot_apply_are_refused_before_anything_runs() {
+        let out = Path::new("/nonexistent-fixtures");
+        let e = FixtureJob { retrain: true, ..FixtureJob::default() }.run(out).unwrap_err();
+        assert!(e.contains("--retrain") && e.contains("--only arith-tiny"), "{e}");
+        let e = FixtureJob { retrain: true, hf_only: true, only: vec![ARITH.into()], ..FixtureJob::default() }.run(out).unwrap_err();
+        assert!(e.contains("without --hf-only"), "{e}");
+        let e = reference_data(&["--only".into(), "corners".into()]).unwrap_err();
+        assert!(e.contains("lmeval-corners") && e.contains("knowledge"), "{e}");
+        assert!(super::fixtures(&["--bogus".into()]).unwrap_err().contains("unknown option `--bogus`"));
+    }
+
+    #[test]
+    fn raw_outputs_of_another_format_are_refused_naming_the_file_and_both_versions() {
+        let p = Path::new("raw/qwen3-tiny.text.safetensors");
+        assert!(check_format(p, Some(RAW_FORMAT), RAW_FORMAT, "goldens.py").is_ok());
+        let e = check_format(p, Some("golden-raw-v0"), RAW_FORMAT, "goldens.py").unwrap_err();
+        assert!(e.contains("raw/qwen3-tiny.text.safetensors") && e.contains("\"golden-raw-v0\"") && e.contains(RAW_FORMAT), "{e}");
+        let e = check_format(p, None, RAW_FORMAT, "goldens.py").unwrap_err();
+        assert!(e.contains("`format` is missing"), "{e}");
+    }
+
+    /// A fixtures folder whose MANIFEST.json derives `a/hf/model.safetensors` and `b/hf/model.safetensors`.
+    fn fixtures(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mobius-derive-plan-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for m in ["a", "b", "user"] {
+            std::fs::create_dir_all(dir.join(m).join("hf")).unwrap();
+        }
+        let manifest = serde_json::json!({"derived": {"files": ["a/hf/model.safetensors", "b/hf/model.safetensors"]}});
+        std::fs::write(dir.join("MANIFEST.json"), manifest.to_string()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn only_the_fixture_a_case_reads_is_derived_and_in_the_fixtures_folder_it_names() {
+        let dir = fixtures("one");
+        assert_eq!(missing_derived(&dir.join("a/hf")).unwrap(), Some((dir.clone(), "a".to_string())));
+        std::fs::write(dir.join("a/hf/model.safetensors"), b"x").unwrap();
+        assert_eq!(missing_derived(&dir.join("a/hf")).unwrap(), None, "nothing missing: nothing to derive");
+        assert_eq!(missing_derived(&dir.join("user/hf")).unwrap(), None, "a folder the MANIFEST derives nothing for");
+        assert_eq!(missing_derived(&std::env::temp_dir().join("no-such-model/hf")).unwrap(), None);
+        std::fs::write(dir.join("MANIFEST.json"), "{}").unwrap();
+        let e = missing_derived(&dir.join("b/hf")).unwrap_err();
+        assert!(e.contains("MANIFEST.json") && e.contains("derived.files"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -38,6 +38,41 @@ pub fn python() -> PathBuf {
     venv_dir().join("bin").join("python")
 }
 
+/// `python -m reference.<module>` in the venv (made first if needed): the reference side is one Python package,
+/// `xtask/reference`, found through `PYTHONPATH` (the folder above it), so every module imports its siblings by name
+/// and paths given on the command line stay relative to the caller's folder. Offline, unbuffered, quiet.
+pub fn reference_command(module: &str) -> Result<Command, String> {
+    ensure()?;
+    package_command(module)
+}
+
+/// [`reference_command`] in the venv as it is, not synced first: for `lock`, which reads a venv that a changed
+/// requirements.txt was just installed into (syncing would refuse the lock as stale, or undo the install).
+fn package_command(module: &str) -> Result<Command, String> {
+    if !python().is_file() {
+        return Err(format!("no reference venv at {}: run `cargo xtask venv` first", venv_dir().display()));
+    }
+    let mut cmd = Command::new(python());
+    let xtask = reference_dir().parent().expect("xtask/reference has a parent").to_path_buf();
+    let path = std::env::join_paths(std::iter::once(xtask).chain(std::env::var_os("PYTHONPATH").iter().flat_map(std::env::split_paths)))
+        .map_err(|e| format!("PYTHONPATH: {e}"))?;
+    cmd.arg("-m")
+        .arg(format!("reference.{module}"))
+        .env("PYTHONPATH", path)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_VERBOSITY", "error");
+    Ok(cmd)
+}
+
+/// `cargo xtask lock [--check]`: rewrite requirements.lock from the venv (`reference.lock`), or check it is current.
+pub fn lock_task(args: &[String]) -> Result<(), String> {
+    if let Some(other) = args.iter().find(|a| *a != "--check") {
+        return Err(format!("lock: unknown option `{other}`"));
+    }
+    run(package_command("lock")?.args(args))
+}
+
 fn run(cmd: &mut Command) -> Result<(), String> {
     let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed: {status}")) }
@@ -163,7 +198,7 @@ pub fn check_lock(requirements: &str, lock: &str) -> Result<BTreeMap<String, Loc
     } else {
         Err(format!(
             "requirements.lock is stale against requirements.txt:\n  {}\nregenerate it (see the head of requirements.txt): \
-             pip install -r requirements.txt into the venv, then run xtask/reference/lock.py with the venv's python",
+             pip install -r requirements.txt into the venv, then run `cargo xtask lock`",
             stale.join("\n  ")
         ))
     }
@@ -212,7 +247,7 @@ pub fn ensure() -> Result<PathBuf, String> {
         .map_err(|e| format!("running pip check: {e}"))?;
     if !check.status.success() {
         return Err(format!(
-            "pip check in the venv: {}{}the lock is not a closed set: regenerate it with xtask/reference/lock.py",
+            "pip check in the venv: {}{}the lock is not a closed set: regenerate it with `cargo xtask lock`",
             String::from_utf8_lossy(&check.stdout),
             String::from_utf8_lossy(&check.stderr)
         ));

@@ -31,7 +31,8 @@ fn new_case_takes_a_fused_projection_model_to_green_int4_trials_in_one_command()
     let _ = std::fs::remove_dir_all(&work);
     let (model, root) = (work.join("phi3-tiny"), work.join("suite"));
     std::fs::create_dir_all(&root).unwrap();
-    let built = Command::new(python).arg(workspace().join("xtask/reference/phi3_tiny.py")).arg(&model).output().unwrap();
+    let built =
+        Command::new(python).args(["-m", "reference.phi3_tiny"]).arg(&model).env("PYTHONPATH", workspace().join("xtask")).output().unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
 
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -41,6 +42,7 @@ fn new_case_takes_a_fused_projection_model_to_green_int4_trials_in_one_command()
         .arg(model.join("hf"))
         .arg("--package")
         .arg(model.join("onnx/default-int4"))
+        .arg("--external-paths")
         .args(["--max-new-tokens", "8", "--prompt", "class Stack:\n    def __init__(self):\n        self.items = []\n"])
         .env_remove("CI")
         .env("MOBIUS_TEST_DEVICE", "cpu")

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """What lm-evaluation-harness itself does in the corners the gate must agree with it on; writes the answers for
 the suite's tests (tests/data/lmeval/corners.json). Run once, offline, from the repository root:
 
-    python xtask/reference/lmeval/corners.py [--limit 12] [--out tests/data/lmeval/corners.json]
+    cargo xtask reference-data --only lmeval-corners
+    (python -m reference.lmeval.corners [--limit 12] [--out tests/data/lmeval/corners.json])
 
-Needs the reference venv (lm-eval 0.4.13) and fixtures/arith-tiny/hf/model.safetensors (`arith.py --out fixtures
---derive-only`). Each task of tests/data/lmeval/tasks runs through `lm_eval.simple_evaluate` on the `hf` model with
+Needs the reference venv (lm-eval 0.4.13) and fixtures/arith-tiny/hf/model.safetensors (derived first by the task). Each task of tests/data/lmeval/tasks runs through `lm_eval.simple_evaluate` on the `hf` model with
 --log_samples; per document the JSON keeps lm-eval's context and continuations, the token ids its own
 `_encode_pair` / `tok_encode` give them, its log-likelihoods, raw and filtered generations and per-item metrics.
 It also records Python's `str.isspace` set (what `str.rstrip` and `str.strip` remove).
@@ -18,9 +17,7 @@ import json
 import os
 import sys
 
-for k, v in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-             "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}.items():
-    os.environ.setdefault(k, v)
+from .. import common  # noqa: F401  (the environment preamble, before torch)
 
 import lm_eval  # noqa: E402
 import torch  # noqa: E402

@@ -1,9 +1,9 @@
-#!/usr/bin/env python3
 """lm-evaluation-harness's own task files (arc_easy, hellaswag, piqa, mmlu_abstract_algebra) on small local data,
 as lm-eval runs them; writes what the suite's tests compare with (tests/data/lmeval/taskfiles.json). Run once,
 offline, from the repository root:
 
-    python xtask/reference/lmeval/taskfiles.py [--model fixtures/qwen3-tiny/hf] [--out ...]
+    cargo xtask reference-data --only lmeval-taskfiles
+    (python -m reference.lmeval.taskfiles [--model fixtures/qwen3-tiny/hf] [--out ...])
 
 The task files are lm-eval's own, from its wheel (tests/data/lmeval/lm_eval_tasks holds byte-identical copies,
 which this script checks). Only the download is replaced: each dataset is read from the Hugging Face hub cache
@@ -22,9 +22,7 @@ import json
 import os
 import sys
 
-for k, v in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-             "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}.items():
-    os.environ.setdefault(k, v)
+from .. import common  # noqa: F401  (the environment preamble, before torch)
 
 import datasets  # noqa: E402
 import lm_eval  # noqa: E402

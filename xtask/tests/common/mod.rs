@@ -51,6 +51,7 @@ pub fn raw_from_goldens(case: &str, out: &Path) {
     }
     let p = pre.provenance.unwrap();
     let meta: HashMap<String, String> = [
+        ("format", "golden-raw-v1".to_string()),
         ("generated_text", generation.generated_text.unwrap()),
         ("transformers", p.transformers),
         ("torch", p.torch),
