@@ -311,3 +311,32 @@ fn a_changed_max_new_tokens_makes_the_generation_golden_stale() {
     assert!(l5.message.contains("golden is stale") && l5.message.contains("generation.max_new_tokens"), "{}", l5.message);
     assert_eq!(outcome(&all, "/L4").status, Status::Pass, "prefill does not depend on it");
 }
+
+#[test]
+fn a_prompt_of_no_tokens_is_refused_naming_the_field() {
+    // A tokenizer that adds no BOS: the empty prompt is then no ids at all.
+    let s = scratch(
+        "empty-prompt",
+        |_| {},
+        |t| {
+            t.lines()
+                .map(|l| match l.trim_start() {
+                    l2 if l2.starts_with("- \"Question:") => "    - \"\"\n".to_string(),
+                    l2 if l2.starts_with("tokenizer:") => "tokenizer: \"tok\"\n".to_string(),
+                    _ => format!("{l}\n"),
+                })
+                .collect()
+        },
+    );
+    let mut tok: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(workspace_root().join("fixtures/tokenizer/tokenizer.json")).unwrap()).unwrap();
+    tok["post_processor"] = serde_json::Value::Null;
+    write(&s.0.join("tok/tokenizer.json"), &tok.to_string());
+    let all = run_all(&s.0);
+    let judged: Vec<_> = all.iter().filter(|(n, _)| n.ends_with("/L4") || n.ends_with("/L5")).collect();
+    assert_eq!(judged.len(), 2);
+    for (name, o) in judged {
+        assert_eq!(o.status, Status::Fail, "{name}: {}", o.message);
+        assert!(o.message.contains("field `inputs.prompts`") && o.message.contains("no ids"), "{name}: {}", o.message);
+    }
+}

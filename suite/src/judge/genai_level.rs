@@ -28,6 +28,8 @@ pub enum Feed {
 /// genai's processor built another prompt than Hugging Face's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PromptDifference {
+    /// The one-line reason: both lengths and where they part.
+    pub reason: String,
     pub hf: Vec<i64>,
     pub genai: Vec<i64>,
     /// The first position where they differ (the shorter one's length when one is the other's prefix).
@@ -54,8 +56,8 @@ impl GenaiReport {
     /// Every verdict's reasons, in the order the report prints them.
     pub fn reasons(&self) -> Vec<&str> {
         let mut out = Vec::new();
-        if self.prompt.is_some() {
-            out.push(PROMPT_DIFFERS);
+        if let Some(p) = &self.prompt {
+            out.push(p.reason.as_str());
         }
         out.extend(self.prefill.iter().flat_map(|(r, _)| r.reasons.iter().map(String::as_str)));
         out.extend(self.generation.iter().flat_map(|(r, _)| r.reasons.iter().map(String::as_str)));
@@ -148,7 +150,8 @@ pub fn prompt_difference(hf: &[i64], genai: &[i64], text: &dyn Fn(&[i64]) -> Str
         return None;
     }
     let at = hf.iter().zip(genai).position(|(a, b)| a != b).unwrap_or(hf.len().min(genai.len()));
-    Some(PromptDifference { hf: hf.to_vec(), genai: genai.to_vec(), at, hf_text: text(hf), genai_text: text(genai) })
+    let reason = format!("{PROMPT_DIFFERS}: {} ids against {}, first different at position {at}", genai.len(), hf.len());
+    Some(PromptDifference { reason, hf: hf.to_vec(), genai: genai.to_vec(), at, hf_text: text(hf), genai_text: text(genai) })
 }
 
 #[cfg(test)]

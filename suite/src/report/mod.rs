@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use crate::judge::component::ComponentReport;
 use crate::judge::finite::{NonFinite, VocabMismatch};
-use crate::judge::genai_level::{Feed, GenaiReport, PROMPT_DIFFERS};
+use crate::judge::genai_level::{Feed, GenaiReport};
 use crate::judge::verdict::{DivergenceKind, GenerationReport, PrefillReport, STATS};
 
 /// What a rendered report needs beyond the verdict: names, paths and token text.
@@ -177,15 +177,8 @@ pub fn genai(ctx: &Context, r: &GenaiReport) -> String {
     if let Some(d) = &r.prompt {
         let _ = write!(
             s,
-            "  - {PROMPT_DIFFERS}: {} ids against {}, first different at position {}\n  \
-             Hugging Face ids: {:?}\n  genai ids:        {:?}\n  Hugging Face text: {:?}\n  genai text:        {:?}\n",
-            d.genai.len(),
-            d.hf.len(),
-            d.at,
-            d.hf,
-            d.genai,
-            d.hf_text,
-            d.genai_text
+            "  - {}\n  Hugging Face ids: {:?}\n  genai ids:        {:?}\n  Hugging Face text: {:?}\n  genai text:        {:?}\n",
+            d.reason, d.hf, d.genai, d.hf_text, d.genai_text
         );
     }
     if let Some((p, file)) = &r.prefill {

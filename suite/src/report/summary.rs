@@ -67,9 +67,44 @@ pub fn headline(name: &str, outcome: &Outcome) -> String {
     })
 }
 
-/// A Markdown table cell: one line, pipes escaped.
+/// A Markdown table cell: one line, every character GitHub Markdown or HTML would read as markup escaped (a case
+/// name or reason is text, never formatting or a tag in the pull-request comment).
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    md_text(&s.replace('\n', " "))
+}
+
+/// Text for GitHub Markdown: its punctuation backslash-escaped, `<`, `>` and `&` as entities.
+fn md_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '!' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An inline code span that holds `s` whatever backticks it has: a delimiter longer than its longest run.
+fn code(s: &str) -> String {
+    let s = s.replace('\n', " ");
+    let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    if longest == 0 {
+        return format!("`{s}`");
+    }
+    let ticks = "`".repeat(longest + 1);
+    format!("{ticks} {s} {ticks}")
+}
+
+/// [`code`] inside a table cell, whose pipes GitHub would take as cell breaks even inside a code span.
+fn code_cell(s: &str) -> String {
+    code(s).replace('|', "\\|")
 }
 
 /// A fence longer than any backtick run in `text`, so a message can never close its own code block.
@@ -150,8 +185,8 @@ fn numbers(s: &mut String, trials: &[Finished]) {
         n += 1;
         let _ = writeln!(
             t,
-            "| `{}` | {} | {} | {} | {} | {} | {}/10 | {} | {:.2} |",
-            r.name,
+            "| {} | {} | {} | {} | {} | {} | {}/10 | {} | {:.2} |",
+            code_cell(&r.name),
             r.outcome.status.name(),
             sci(d.max_abs),
             d.max_abs_at.map_or("–".into(), |i| i.to_string()),
@@ -173,8 +208,8 @@ fn numbers(s: &mut String, trials: &[Finished]) {
         n += 1;
         let _ = writeln!(
             t,
-            "| `{}` | {} | {}/{} | {:.3} | {} | {} | {:.2} |",
-            r.name,
+            "| {} | {} | {}/{} | {:.3} | {} | {} | {:.2} |",
+            code_cell(&r.name),
             r.outcome.status.name(),
             d.matches,
             d.total,
@@ -195,8 +230,8 @@ fn numbers(s: &mut String, trials: &[Finished]) {
         n += 1;
         let _ = writeln!(
             t,
-            "| `{}` | {} | {:.2e} | {:.7} | {:.2e} | {:.2} |",
-            r.name,
+            "| {} | {} | {:.2e} | {:.7} | {:.2e} | {:.2} |",
+            code_cell(&r.name),
             r.outcome.status.name(),
             d.max_abs,
             d.cosine,
@@ -215,8 +250,8 @@ fn numbers(s: &mut String, trials: &[Finished]) {
         n += 1;
         let _ = writeln!(
             t,
-            "| `{}` | {} | {} | {:.2}% | {:.2}% | {:+.2} | ±{:.2} | {}/{} | {} | {:.2} |",
-            r.name,
+            "| {} | {} | {} | {:.2}% | {:.2}% | {:+.2} | ±{:.2} | {}/{} | {} | {:.2} |",
+            code_cell(&r.name),
             r.outcome.status.name(),
             d.metric,
             100.0 * d.got,
@@ -254,7 +289,7 @@ fn skips(s: &mut String, trials: &[Finished]) {
     let _ = writeln!(s, "### Skipped ({total}, {} reasons)\n", groups.len());
     groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
     for (why, names) in groups {
-        let list: String = names.iter().map(|n| format!("- `{n}`\n")).collect();
+        let list: String = names.iter().map(|n| format!("- {}\n", code(n))).collect();
         let _ = writeln!(
             s,
             "<details><summary>{} × {}</summary>\n\n{list}\n</details>\n",
@@ -313,6 +348,20 @@ mod tests {
         assert!(md.contains("| q · text | L4 ✅ L5 ❌ | L4 ➖ L5 ➖ |"), "{md}");
         assert!(md.contains("<summary>2 × no CUDA</summary>"), "{md}");
         assert_eq!(md.matches("no CUDA").count(), 1, "a skip reason is written once: {md}");
+    }
+
+    #[test]
+    fn case_names_and_reasons_are_text_in_the_markdown() {
+        let name = "x<img src=a>*b*[l](u)|`q`/text/default/f32/L4";
+        let rows = [done(name, Outcome::skip("no <b>CUDA</b> | *bold*"))];
+        let md = markdown(&rows, &Run { device: "cpu".into(), wall_seconds: 0.1 });
+        // Outside code spans nothing is markup: no tag, no emphasis, no link.
+        let outside_code: String = md.lines().filter(|l| !l.starts_with("- `")).collect();
+        assert!(!outside_code.contains("<img") && !outside_code.contains("<b>"), "{md}");
+        assert!(md.contains("x&lt;img src=a&gt;\\*b\\*\\[l\\]\\(u\\)\\|\\`q\\` · text"), "{md}");
+        assert!(md.contains("- `` x<img src=a>*b*[l](u)|`q`/text/default/f32/L4 ``"), "the skip list quotes the name as code: {md}");
+        assert_eq!(code("a`b"), "`` a`b ``");
+        assert_eq!(code_cell("a|b"), "`a\\|b`");
     }
 
     #[test]

@@ -239,6 +239,12 @@ impl Trial<'_> {
         // Media inputs are what the Hugging Face processor made (chat template, expanded media tokens, pixels, mel
         // features), stored beside the goldens; text is tokenized here, so a changed prompt shows as a stale golden.
         let inputs = if media { paths.load_inputs(|p| self.rel(p))? } else { Inputs::from_token_ids(&tokenizer.encode(prompt)?) };
+        if inputs.input_ids().is_empty() {
+            return Err(Error::new(format!(
+                "{}: field `inputs.prompts`: the prompt {prompt:?} tokenizes to no ids; a trial needs at least one token",
+                self.case.file
+            )));
+        }
         let golden_file = self.rel(&golden_path);
         let p = Prepared { package, paths, golden_path, golden_file, policy, tol, prompt, tokenizer, inputs };
         let _ = spec;
