@@ -230,3 +230,15 @@ fn a_case_cannot_switch_the_noise_policy_off() {
         assert!(e.contains(&format!("field `tolerance.{field}`")) && e.contains("looser than 10x"), "{e}");
     }
 }
+
+#[test]
+fn an_xfail_entry_that_names_no_trial_is_a_load_error() {
+    let base = "model_id: x\nmodel_type: qwen3\nrevision: r\ntask_type: text-generation\ndtype: float32\nlevel: L4\n\
+                matrix: {eps: [cpu], dtypes: [f32]}\n";
+    let entry = |e: &str| format!("{base}xfail: {{ {e}, reason: known, expect: {{ failure: logits, max_abs_diff: [0.1, 1.0] }} }}\n");
+    Case::parse("cases/t/x.yaml", "t", "x", &entry("levels: [L4], dtypes: [f32]")).expect("names the f32 L4 trial");
+    for bad in ["levels: [L4], dtypes: [int4]", "levels: [L4], eps: [default]", "levels: [L4], modalities: [image]"] {
+        let e = Case::parse("cases/t/x.yaml", "t", "x", &entry(bad)).unwrap_err().to_string();
+        assert!(e.contains("cases/t/x.yaml") && e.contains("field `xfail[0]`") && e.contains("names no trial"), "{bad}: {e}");
+    }
+}

@@ -12,20 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+mod common;
 
-fn venv_python() -> Option<PathBuf> {
-    let venv = std::env::var_os("MOBIUS_REFERENCE_VENV").map_or_else(|| workspace().join("target/reference-venv"), PathBuf::from);
-    let python = venv.join("bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    assert!(std::env::var_os("CI").is_none(), "under CI the reference venv must exist ({}): .ci/run builds it", venv.display());
-    eprintln!("SKIPPED: no reference venv (set MOBIUS_REFERENCE_VENV or run `cargo xtask venv`): deriving the fixtures runs torch");
-    None
-}
+use mobius_conformance::paths::workspace_root as workspace;
 
 struct Scratch(PathBuf);
 
@@ -70,7 +59,7 @@ fn log(o: &Output) -> String {
 
 #[test]
 fn derived_weights_match_the_manifest_under_other_threads_and_kernels() {
-    let Some(python) = venv_python() else { return };
+    let Some(python) = common::venv_python("deriving the fixtures runs torch") else { return };
     for (tag, env, threads) in [
         ("avx2-1", &[("ATEN_CPU_CAPABILITY", "avx2"), ("OMP_NUM_THREADS", "1")][..], "1"),
         ("native-2", &[("OMP_NUM_THREADS", "2")][..], "2"),
@@ -88,7 +77,7 @@ fn derived_weights_match_the_manifest_under_other_threads_and_kernels() {
 
 #[test]
 fn the_clamp_bounds_are_read_from_their_committed_file_and_a_changed_one_fails_by_name() {
-    let Some(python) = venv_python() else { return };
+    let Some(python) = common::venv_python("deriving the fixtures runs torch") else { return };
     let (_s, out) = scratch_fixtures("clamps");
     let clamps = out.join("gemma4-mm-tiny/clamps.json");
     let text = std::fs::read_to_string(&clamps).unwrap();

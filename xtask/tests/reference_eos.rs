@@ -8,23 +8,12 @@
 
 #![cfg(unix)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+mod common;
 
-fn venv_python() -> Option<PathBuf> {
-    let venv = std::env::var_os("MOBIUS_REFERENCE_VENV").map_or_else(|| workspace().join("target/reference-venv"), PathBuf::from);
-    let python = venv.join("bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    assert!(std::env::var_os("CI").is_none(), "under CI the reference venv must exist ({}): .ci/run builds it", venv.display());
-    eprintln!("SKIPPED: no reference venv (set MOBIUS_REFERENCE_VENV or run `cargo xtask venv`): the reference runs torch");
-    None
-}
+use mobius_conformance::paths::workspace_root as workspace;
 
 fn python(python: &Path, args: &[&str]) -> std::process::Output {
     Command::new(python).args(args).env("PYTHONPATH", workspace().join("xtask")).current_dir(workspace()).output().unwrap()
@@ -32,7 +21,7 @@ fn python(python: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn the_eos_rule_prefers_the_case_then_the_package_and_names_a_bad_field() {
-    let Some(py) = venv_python() else { return };
+    let Some(py) = common::venv_python("the reference runs torch") else { return };
     let dir = std::env::temp_dir().join(format!("mobius-eos-rule-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("genai_config.json");
@@ -84,7 +73,7 @@ fn generate(py: &Path, dir: &Path, tag: &str, eos: serde_json::Value, genai_conf
 
 #[test]
 fn loglik_generations_stop_at_the_cases_eos_else_the_packages_else_run_to_the_budget() {
-    let Some(py) = venv_python() else { return };
+    let Some(py) = common::venv_python("the reference runs torch") else { return };
     if !workspace().join("fixtures/arith-tiny/hf/model.safetensors").is_file() {
         let o = python(&py, &["-m", "reference.arith", "--out", "fixtures", "--derive-only"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -337,6 +337,7 @@ impl Case {
             }
         }
         crate::judge::xfail::validate(&s.xfail).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        self.check_xfail_targets()?;
         if let Some(t) = &s.tolerance {
             t.validate().map_err(|e| e.context(format!("{file}: field `tolerance`")))?;
         }
@@ -345,6 +346,38 @@ impl Case {
 
     pub fn levels(&self) -> &[Level] {
         &self.spec.level.0
+    }
+
+    /// Every xfail entry names at least one trial the case plans: an entry that names none (a dtype the matrix
+    /// lacks, a level no modality has) would expect nothing, silently.
+    fn check_xfail_targets(&self) -> Result<()> {
+        let pairs: Vec<(Ep, Dtype)> = match &self.spec.matrix {
+            None => vec![(Ep::Default, self.spec.dtype)],
+            Some(m) => m.eps.iter().flat_map(|&e| m.dtypes.iter().map(move |&d| (e, d))).collect(),
+        };
+        for (i, x) in self.spec.xfail.iter().enumerate() {
+            let conformance = self.modalities().into_iter().any(|modality| {
+                let levels = Level::for_modality(self.levels(), modality);
+                pairs.iter().any(|&(ep, dtype)| levels.iter().any(|&level| x.applies(modality, ep, dtype, level)))
+            });
+            // An accuracy trial runs its task as text, whatever the case's modalities.
+            let accuracy =
+                !self.spec.accuracy.is_empty() && pairs.iter().any(|&(ep, dtype)| x.applies(Modality::Text, ep, dtype, Level::Accuracy));
+            let hit = conformance || accuracy;
+            if !hit {
+                let names = |v: &[String]| if v.is_empty() { "any".to_string() } else { v.join(", ") };
+                bail!(
+                    "{}: field `xfail[{i}]` names no trial of this case (levels {}, eps {}, dtypes {}, modalities {}): \
+                     an expected failure must expect something; fix the entry or remove it",
+                    self.file,
+                    names(&x.levels.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    names(&x.eps.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    names(&x.dtypes.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    names(&x.modalities.iter().map(ToString::to_string).collect::<Vec<_>>())
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The modalities this case runs: as listed, or inferred from its inputs (mobius' files list none).

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mobius_conformance::judge::golden::{GenerationGolden, PrefillGolden};
 use mobius_conformance::paths::workspace_root;
@@ -61,4 +61,17 @@ pub fn raw_from_goldens(case: &str, out: &Path) {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     std::fs::write(out.join(format!("{case}.text.safetensors")), safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+}
+
+/// The reference venv's python, or `None` (saying so) when there is none; under `CI`, where `.ci/run` builds the
+/// venv first, its absence is a failure. `runs` says what needs it, for the message.
+pub fn venv_python(runs: &str) -> Option<PathBuf> {
+    let venv = std::env::var_os("MOBIUS_REFERENCE_VENV").map_or_else(|| workspace_root().join("target/reference-venv"), PathBuf::from);
+    let python = venv.join("bin/python");
+    if python.is_file() {
+        return Some(python);
+    }
+    assert!(std::env::var_os("CI").is_none(), "under CI the reference venv must exist ({}): .ci/run builds it", venv.display());
+    eprintln!("SKIPPED: no reference venv (set MOBIUS_REFERENCE_VENV or run `cargo xtask venv`): {runs}");
+    None
 }
