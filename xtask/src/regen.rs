@@ -379,7 +379,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
                 continue;
             }
         };
-        if opts.case_glob.as_ref().is_some_and(|g| !g.matches(&case.name)) {
+        if opts.case_glob.as_ref().is_some_and(|g| !names_case(g, &case)) {
             continue;
         }
         matched += 1;
@@ -416,7 +416,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     let mut baseline_jobs = Vec::new();
     if opts.level.is_none() {
         for case in suite.load_cases().into_iter().flatten() {
-            if opts.case_glob.as_ref().is_some_and(|g| !g.matches(&case.name)) || case.spec.accuracy.is_empty() {
+            if opts.case_glob.as_ref().is_some_and(|g| !names_case(g, &case)) || case.spec.accuracy.is_empty() {
                 continue;
             }
             if case.spec.trust_remote_code && !opts.allow_remote_code {
@@ -906,6 +906,12 @@ pub fn provenance(root: &Path, case: &Case, meta: &HashMap<String, String>) -> P
     }
 }
 
+/// `--case` names a case by its name, or by `<task folder>/<name>` as trial names (and their regenerate hints) spell
+/// it where two task folders hold a case of one name.
+fn names_case(glob: &glob::Pattern, case: &Case) -> bool {
+    glob.matches(&case.name) || glob.matches(&format!("{}/{}", case.task_dir, case.name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -956,5 +962,17 @@ mod tests {
         let e = missing_derived(&dir.join("b/hf")).unwrap_err();
         assert!(e.contains("MANIFEST.json") && e.contains("derived.files"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_case_is_named_by_its_name_or_its_folder_qualified_name() {
+        let text = "model_id: x\nmodel_type: qwen3\nrevision: r\ntask_type: text-generation\ndtype: float32\nlevel: L4\n";
+        let case = Case::parse("cases/other/qwen3-tiny.yaml", "other", "qwen3-tiny", text).unwrap();
+        for g in ["qwen3-tiny", "other/qwen3-tiny", "other/*", "qwen3-*"] {
+            assert!(names_case(&glob::Pattern::new(g).unwrap(), &case), "{g}");
+        }
+        for g in ["causal-lm/qwen3-tiny", "other/llama*"] {
+            assert!(!names_case(&glob::Pattern::new(g).unwrap(), &case), "{g}");
+        }
     }
 }

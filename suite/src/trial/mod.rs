@@ -122,7 +122,7 @@ impl Trial<'_> {
             Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => String::new(),
             level => format!(" --level {level}"),
         };
-        format!("cargo xtask regen-goldens --case {}{level} --force{}", self.case.name, self.suite.root_option())
+        format!("cargo xtask regen-goldens --case {}{level} --force{}", self.id.case(), self.suite.root_option())
     }
 
     /// What every report of this trial names: the trial, its case file, the golden, how to regenerate it, the policy.
