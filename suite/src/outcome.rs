@@ -113,6 +113,8 @@ pub struct Outcome {
     pub judgement: Option<Judgement>,
     /// How the case's xfail entry settled it, when one names it.
     pub settled: Option<Box<Settled>>,
+    /// The command that regenerates this trial's golden or baseline (a case's trials; not a case that does not load).
+    pub regenerate: Option<String>,
     pub max_abs_diff: Option<f64>,
     pub first_divergence: Option<usize>,
     /// The rendered L5 snapshot, when the trial compared one.
@@ -130,6 +132,7 @@ impl Outcome {
             message: message.into(),
             judgement: None,
             settled: None,
+            regenerate: None,
             max_abs_diff: None,
             first_divergence: None,
             snapshot: None,

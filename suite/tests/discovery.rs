@@ -172,3 +172,24 @@ fn a_panicking_trial_fails_alone_in_a_parallel_run() {
     let ok = guarded("y", || mobius_conformance::outcome::Outcome::skip("fine"));
     assert_eq!(ok.status, Status::Skip);
 }
+
+#[test]
+fn a_case_named_like_another_cases_second_prompt_collides_loudly() {
+    let s = Scratch::new("disc-p2");
+    // `t` has two prompts: its second is planned as `t.p2`, the very name of the file beside it.
+    write(&s.0.join("cases/x/t.yaml"), &format!("{CASE}inputs:\n  prompts: [\"one\", \"two\"]\n"));
+    write(&s.0.join("cases/x/t.p2.yaml"), CASE);
+    let suite = Suite::open(&s.0);
+    let plan = suite.plan();
+    let named: Vec<_> = plan.iter().filter(|t| t.name.ends_with("t.p2/text/cpu/f32/L4")).collect();
+    assert_eq!(named.len(), 1, "one trial of that name: {:?}", plan.iter().map(|t| &t.name).collect::<Vec<_>>());
+    let o = mobius_conformance::trial::run(&suite, named[0], &mobius_conformance::context::RunContext::local());
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(
+        o.message.contains("cases/x/t.yaml") && o.message.contains("cases/x/t.p2.yaml") && o.message.contains("collide"),
+        "{}",
+        o.message
+    );
+    // The first prompt's trials are untouched.
+    assert!(plan.iter().any(|t| t.name == "t/text/cpu/f32/L4" && !matches!(t.kind, TrialKind::Broken(_))));
+}

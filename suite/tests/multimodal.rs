@@ -186,3 +186,44 @@ mod component_trials {
         assert!(o.message.contains("the greedy tokens still all agree"), "{}", o.message);
     }
 }
+
+/// Stored media whose tensors disagree are refused naming the stored file and both shapes, before ONNX Runtime
+/// meets them (629 patches against 630 positions would fail deep inside the vision encoder).
+#[test]
+fn media_inputs_that_disagree_name_the_stored_file_and_both_shapes() {
+    use mobius_conformance::feed::inputs::{Inputs, TensorData};
+    use mobius_conformance::run::pipeline::Pipeline;
+    let file = "goldens/image-text-to-text/gemma4-mm-tiny.image.inputs.safetensors";
+    let mut inputs = Inputs::from_safetensors(file, &std::fs::read(workspace_root().join(file)).unwrap()).unwrap();
+    let positions = inputs.tensors.iter_mut().find(|t| t.name == "pixel_position_ids").expect("stored positions");
+    let TensorData::I64(v) = &mut positions.data else { panic!("int64 positions") };
+    v.truncate(v.len() - 2);
+    positions.shape[1] -= 1;
+    let pkg = package();
+    let cfg = GenaiConfig::load(&pkg).unwrap();
+    let decoder = runtime::decoder(&pkg.join(cfg.decoder_file.unwrap()), Provider::Cpu).unwrap();
+    let e = Pipeline::build(&pkg, &decoder, Provider::Cpu, &inputs, file).err().expect("refused").to_string();
+    assert!(e.contains(file) && e.contains("`pixel_values`") && e.contains("`pixel_position_ids`"), "{e}");
+}
+
+/// The encoder trials check the stored inputs against the goldens as L4 and L5 do: a changed image is a stale
+/// golden, not an encoder computing other features.
+#[test]
+fn an_encoder_trial_on_other_stored_media_says_the_golden_is_stale() {
+    use mobius_conformance::feed::inputs::{Inputs, TensorData};
+    let repo = workspace_root();
+    let s = common::Scratch::new("mm-stale");
+    let text = std::fs::read_to_string(repo.join("cases/image-text-to-text/gemma4-mm-tiny.yaml")).unwrap();
+    let text = text.replace("\"fixtures/", &format!("\"{}/fixtures/", repo.display())) + "external_paths: true\n";
+    common::write(&s.0.join("cases/image-text-to-text/gemma4-mm-tiny.yaml"), &text);
+    common::copy_tree(&repo.join("goldens/image-text-to-text"), &s.0.join("goldens/image-text-to-text"));
+    let file = s.0.join("goldens/image-text-to-text/gemma4-mm-tiny.image.inputs.safetensors");
+    let mut inputs = Inputs::from_safetensors("inputs", &std::fs::read(&file).unwrap()).unwrap();
+    let pixels = inputs.tensors.iter_mut().find(|t| t.name == "pixel_values").expect("stored pixels");
+    let TensorData::U8(v) = &mut pixels.data else { panic!("uint8 pixels") };
+    v[0] = v[0].wrapping_add(1);
+    std::fs::write(&file, inputs.to_safetensors().unwrap()).unwrap();
+    let o = common::run(&s.0, "gemma4-mm-tiny/image/default/f32/vision_encoder");
+    assert_eq!(o.status, mobius_conformance::outcome::Status::Fail, "{}", o.message);
+    assert!(o.message.contains("golden is stale") && o.message.contains("regen-goldens"), "{}", o.message);
+}

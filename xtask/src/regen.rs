@@ -341,7 +341,7 @@ pub fn regen_goldens(args: &[String]) -> Result<(), String> {
 /// Runs the reference for the selected cases and writes their goldens; returns each golden's margin.
 fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     let mut margins = Vec::new();
-    if std::env::var_os("CI").is_some() && !opts.allow_ci {
+    if mobius_conformance::context::RunContext::from_env().map_err(|e| e.to_string())?.ci && !opts.allow_ci {
         return Err("refusing to write goldens under CI (CI is set): goldens are reviewed changes; pass --allow-ci to override".into());
     }
     if let (Some(from), Some(keep)) = (&opts.from_raw, &opts.keep_raw)

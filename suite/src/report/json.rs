@@ -24,6 +24,7 @@ pub fn summary(rows: &[Finished], wall: f64, device: Device) -> String {
                     Some(Detail::Accuracy(a)) => Some(a.delta_points),
                     _ => None,
                 },
+                "regenerate": r.outcome.regenerate,
                 "seconds": r.seconds,
                 "message": r.outcome.message,
             })

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, bail};
 use crate::feed::inputs::{Inputs, TensorData};
 use crate::run::generate::{self, Embedder, Front};
 use crate::run::runtime::{self, Provider};
@@ -51,6 +51,14 @@ impl Pipeline {
             let (TensorData::U8(pv), TensorData::I64(qv)) = (pv, qv) else {
                 return Err(wrong_type(file, "pixel_values / pixel_position_ids", "uint8 / int64"));
             };
+            // One position per patch, two coordinates each: checked here, naming the stored file, before a
+            // mismatch reaches ONNX Runtime as an error deep inside the vision encoder.
+            if ps.len() != 3 || qs.len() != 3 || ps[..2] != qs[..2] || qs[2] != 2 {
+                bail!(
+                    "{file}: tensor `pixel_values` has shape {ps:?} and `pixel_position_ids` {qs:?}; expected [batch, patches, \
+                     values] and [batch, patches, 2] with the same batch and patches"
+                );
+            }
             image_features = Some(generate::encode_image(&vision, &c, (ps, pv), (qs, qv))?);
         }
         let mut audio_features = None;
@@ -62,6 +70,12 @@ impl Pipeline {
             let (TensorData::F32(fv), TensorData::Bool(mv)) = (fv, mv) else {
                 return Err(wrong_type(file, "input_features / input_features_mask", "float32 / bool"));
             };
+            if fs.len() != 3 || ms.len() != 2 || fs[..2] != ms[..] {
+                bail!(
+                    "{file}: tensor `input_features` has shape {fs:?} and `input_features_mask` {ms:?}; expected [batch, \
+                     frames, mel bins] and [batch, frames] with the same batch and frames"
+                );
+            }
             audio_features = Some(generate::encode_audio(&audio, &c, (fs, fv), (ms, mv))?);
         }
         Ok(Pipeline { embedder: Some(Embedder { session, component: embed_c, image_features, audio_features, hidden }) })

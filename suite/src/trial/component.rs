@@ -13,6 +13,14 @@ use crate::run::runtime::Decoder;
 
 impl Trial<'_> {
     pub(super) fn run_component(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
+        // The stored inputs must be the ones the goldens were made from, as L4 and L5 check: a changed image is a
+        // stale golden, never an encoder that computes the wrong features.
+        if p.paths.prefill.is_file() {
+            self.prefill_golden(&p.paths.prefill, p.prompt, &p.inputs)?;
+        }
+        if p.paths.generation.is_file() {
+            self.generation_golden(&p.paths.generation, p.prompt, &p.inputs)?;
+        }
         let golden_file = &p.golden_file;
         let bytes = std::fs::read(&p.golden_path).map_err(|e| Error::new(format!("{golden_file}: {e}")))?;
         let features = Inputs::from_safetensors(golden_file, &bytes)?;

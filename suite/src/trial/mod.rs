@@ -80,12 +80,12 @@ pub fn run(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
         TrialKind::Conformance { case, modality, variant, level } => {
             let t = Trial { suite, id: &spec.id, name: &spec.name, case, modality: *modality, variant, level: *level, ctx };
             let outcome = t.run().unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
-            t.apply_xfail(outcome)
+            Outcome { regenerate: Some(t.regenerate()), ..t.apply_xfail(outcome) }
         }
         TrialKind::Accuracy { case, task, task_name, source, variant } => {
             let t = Trial { suite, id: &spec.id, name: &spec.name, case, modality: Modality::Text, variant, level: Level::Accuracy, ctx };
             let outcome = t.run_accuracy(task, task_name, source).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
-            t.apply_xfail(outcome)
+            Outcome { regenerate: Some(t.regenerate()), ..t.apply_xfail(outcome) }
         }
     }
 }
