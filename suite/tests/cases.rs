@@ -242,3 +242,18 @@ fn an_xfail_entry_that_names_no_trial_is_a_load_error() {
         assert!(e.contains("cases/t/x.yaml") && e.contains("field `xfail[0]`") && e.contains("names no trial"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_count_that_is_not_a_whole_number_in_range_names_the_field_and_the_range() {
+    let base = "model_id: x\nmodel_type: qwen3\nrevision: r\ntask_type: text-generation\ndtype: float32\nlevel: L4\n";
+    for (field, value) in [("num_fewshot", "18446744073709551616"), ("num_fewshot", "\"two\""), ("limit", "-1"), ("num_fewshot", "2.5")] {
+        let text = format!("{base}accuracy:\n  - task: cases/tasks/t.yaml\n    {field}: {value}\n");
+        let e = Case::parse("cases/t/x.yaml", "t", "x", &text).unwrap_err().to_string();
+        assert!(
+            e.contains("cases/t/x.yaml") && e.contains(&format!("field `{field}`")) && e.contains("whole number from 0 to"),
+            "{value}: {e}"
+        );
+    }
+    let text = format!("{base}accuracy:\n  - task: cases/tasks/t.yaml\n    num_fewshot: 3\n    limit: 10\n");
+    Case::parse("cases/t/x.yaml", "t", "x", &text).expect("counts in range load");
+}

@@ -49,7 +49,7 @@ pub struct TaskSpec {
     pub target_delimiter: String,
     #[serde(default = "blank_line")]
     pub fewshot_delimiter: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "fewshot_count")]
     pub num_fewshot: usize,
     #[serde(default)]
     pub fewshot_sampler: Sampler,
@@ -72,8 +72,34 @@ pub struct TaskSpec {
     #[serde(default)]
     pub max_flipped_points: Option<f64>,
     /// Only the first `limit` documents (lm-eval's `--limit`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "limit_count")]
     pub limit: Option<usize>,
+}
+
+/// The most documents or few-shot examples a count may name: far past any task, small enough that a typo shows.
+pub const MAX_COUNT: u64 = 1_000_000;
+
+/// A count field: a whole number `0..=MAX_COUNT`, or absent; anything else names the field and the range (serde's
+/// own message for `"two"` or 2^64 names neither).
+fn count<'de, D: serde::Deserializer<'de>>(d: D, field: &str) -> std::result::Result<Option<usize>, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) if n.as_u64().is_some_and(|v| v <= MAX_COUNT) => Ok(n.as_u64().map(|v| v as usize)),
+        other => Err(D::Error::custom(format!("field `{field}` is {other}, expected a whole number from 0 to {MAX_COUNT}"))),
+    }
+}
+
+fn fewshot_count<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    count(d, "num_fewshot").map(Option::unwrap_or_default)
+}
+
+fn fewshot_override<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
+    count(d, "num_fewshot")
+}
+
+fn limit_count<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
+    count(d, "limit")
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -174,11 +200,11 @@ pub struct Source {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Overrides {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "fewshot_override")]
     pub num_fewshot: Option<usize>,
     #[serde(default)]
     pub metric: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "limit_count")]
     pub limit: Option<usize>,
     #[serde(default)]
     pub max_delta_points: Option<f64>,

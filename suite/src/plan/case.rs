@@ -80,11 +80,23 @@ pub struct CaseSpec {
 }
 
 /// One of a case's accuracy tasks: a task file, or a task file with where its data is and the case's overrides.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AccuracyTask {
     File(String),
     With(AccuracyEntry),
+}
+
+impl<'de> Deserialize<'de> for AccuracyTask {
+    /// A path, or a map; the map's own error (a misspelt or out-of-range field) is kept, where serde's untagged
+    /// enum would only say that no variant matched.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(AccuracyTask::File(s)),
+            v @ serde_json::Value::Object(_) => AccuracyEntry::deserialize(v).map(AccuracyTask::With).map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!("an accuracy entry is {other}, expected a task file's path or a map with `task`"))),
+        }
+    }
 }
 
 /// A task with what the case overrides of it: `task`, `data`, and the task's own overrides in the same map.
