@@ -73,7 +73,7 @@ fn cell(s: &str) -> String {
     md_text(&s.replace('\n', " "))
 }
 
-/// Text for GitHub Markdown: its punctuation backslash-escaped, `<`, `>` and `&` as entities.
+/// Text for a GitHub Markdown table cell: its inline markup backslash-escaped, `<`, `>` and `&` as entities.
 fn md_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -81,7 +81,8 @@ fn md_text(s: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '!' | '|' | '~' => {
+            // Inside a cell (never at a line's start, where `#`, `+` or `-` would count) these are the markup.
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -358,7 +359,8 @@ mod tests {
         // Outside code spans nothing is markup: no tag, no emphasis, no link.
         let outside_code: String = md.lines().filter(|l| !l.starts_with("- `")).collect();
         assert!(!outside_code.contains("<img") && !outside_code.contains("<b>"), "{md}");
-        assert!(md.contains("x&lt;img src=a&gt;\\*b\\*\\[l\\]\\(u\\)\\|\\`q\\` · text"), "{md}");
+        assert!(md.contains("x&lt;img src=a&gt;\\*b\\*\\[l\\](u)\\|\\`q\\` · text"), "{md}");
+        assert_eq!(cell("gemma4-mm-tiny · image+audio"), "gemma4-mm-tiny · image+audio", "a plain name stays as it is");
         assert!(md.contains("- `` x<img src=a>*b*[l](u)|`q`/text/default/f32/L4 ``"), "the skip list quotes the name as code: {md}");
         assert_eq!(code("a`b"), "`` a`b ``");
         assert_eq!(code_cell("a|b"), "`a\\|b`");
