@@ -195,7 +195,6 @@ impl Trial<'_> {
 
     /// A conformance trial: placed, its golden found, its inputs fed, then its level run and judged.
     fn run(&self) -> Result<Outcome> {
-        let spec = &self.case.spec;
         let (provider, package) = match self.placement() {
             Ok(p) => p,
             Err(skip) => return Ok(skip),
@@ -247,7 +246,6 @@ impl Trial<'_> {
         }
         let golden_file = self.rel(&golden_path);
         let p = Prepared { package, paths, golden_path, golden_file, policy, tol, prompt, tokenizer, inputs };
-        let _ = spec;
 
         if self.level == Level::Genai {
             return self.run_genai(&p, provider);
