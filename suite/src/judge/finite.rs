@@ -43,11 +43,6 @@ pub fn positions(positions: &[PositionLogits]) -> Option<NonFinite> {
     Some(NonFinite::Position { position: p, of: positions.len(), logsumexp: positions[p].logsumexp })
 }
 
-/// The first of `rows` (step 0 first) that is not finite.
-pub fn rows<'a>(rows: impl IntoIterator<Item = &'a [f32]>) -> Option<NonFinite> {
-    rows.into_iter().enumerate().find_map(|(i, r)| row(r, i))
-}
-
 /// The golden states its vocabulary (`expected`); the package's rows have `got` entries.
 pub fn vocabulary(expected: Option<usize>, got: usize) -> Option<VocabMismatch> {
     expected.filter(|&e| e != got).map(|expected| VocabMismatch { expected, got, at_least: false })
@@ -78,7 +73,6 @@ mod tests {
         );
         assert!(positions(&[p(1.0, f32::NAN)]).is_some());
         assert_eq!(positions(&[p(1.0, 0.0)]), None);
-        assert!(matches!(rows([&[0.0f32][..], &[f32::NAN][..]]), Some(NonFinite::Step { step: 1, .. })));
     }
 
     #[test]

@@ -1,16 +1,13 @@
 //! The genai level: the package as onnxruntime-genai runs it (its config, model, processor and greedy generator),
 //! judged against the L4 and L5 goldens that exist.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::{Prepared, Trial};
 use crate::error::Result;
-use crate::feed::inputs::Inputs;
-use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::finite;
 use crate::judge::genai_level::{self, Feed, GenaiReport};
-use crate::judge::golden::{GenerationGolden, GoldenPaths};
-use crate::judge::tolerance::Policy;
+use crate::judge::golden::GenerationGolden;
 use crate::outcome::{Judgement, Outcome, Status};
 use crate::report;
 use crate::run::runtime::{self, Provider};
@@ -29,7 +26,7 @@ impl Trial<'_> {
         }
         let (package, paths, inputs, policy) = (&p.package, &p.paths, &p.inputs, p.policy);
         if self.modality != Modality::Text {
-            return self.run_genai_media(package, provider, paths, inputs, &p.tokenizer, policy);
+            return self.run_genai_media(p, provider);
         }
         let prefill = if paths.prefill.is_file() { Some(self.prefill_golden(&paths.prefill, p.prompt, inputs)?) } else { None };
         let full = match &prefill {
@@ -73,16 +70,9 @@ impl Trial<'_> {
 
     /// A media prompt through genai's own processor: the prompt it builds must be Hugging Face's (else the trial
     /// fails showing both), and its greedy tokens on what it built are judged against the L5 golden.
-    pub(super) fn run_genai_media(
-        &self,
-        package: &Path,
-        provider: Provider,
-        paths: &GoldenPaths,
-        inputs: &Inputs,
-        tokenizer: &TextTokenizer,
-        policy: &Policy,
-    ) -> Result<Outcome> {
-        let hf = inputs.input_ids();
+    fn run_genai_media(&self, p: &Prepared, provider: Provider) -> Result<Outcome> {
+        let (package, paths, tokenizer, policy) = (&p.package, &p.paths, &p.tokenizer, p.policy);
+        let hf = p.inputs.input_ids();
         let prompt = tokenizer.decode_raw(&crate::judge::genai_level::placeholder_ids(hf));
         let media = |files: &[String], wanted: bool| -> Vec<PathBuf> {
             if wanted { files.iter().map(|f| self.suite.root.join(f)).collect() } else { Vec::new() }

@@ -45,23 +45,17 @@ impl Trial<'_> {
         // Each step keeps the package's logits at the reference's stored ids for that step.
         let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
         let free = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
+        let place = decoder.model.display().to_string();
         let largest = golden.steps.iter().flat_map(|s| s.ids.iter().copied()).max();
         let vocab = finite::vocabulary_covers(largest, free.prefill_logits.len());
-        if let Some(o) =
-            self.unjudgeable(&decoder.model.display().to_string(), vocab, finite::stream(&free.prefill_logits, &free.steps), golden_file)
-        {
+        if let Some(o) = self.unjudgeable(&place, vocab, finite::stream(&free.prefill_logits, &free.steps), golden_file) {
             return Ok(o);
         }
         let got = free.chosen();
         // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
         let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
             let forced = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?;
-            if let Some(o) = self.unjudgeable(
-                &decoder.model.display().to_string(),
-                None,
-                finite::stream(&forced.prefill_logits, &forced.steps),
-                golden_file,
-            ) {
+            if let Some(o) = self.unjudgeable(&place, None, finite::stream(&forced.prefill_logits, &forced.steps), golden_file) {
                 return Ok(o);
             }
             Some(forced)
