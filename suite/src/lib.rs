@@ -33,9 +33,11 @@ pub mod plan {
     pub mod task_type;
 }
 
-/// What a package is fed: processed inputs, the tokenizer, the package's own configuration.
+/// What a package is fed: processed inputs, the tokenizer, the package's own configuration, and the package checked
+/// against its builder's manifest.
 pub mod feed {
     pub mod inputs;
+    pub mod integrity;
     pub mod package;
     pub mod tokenizer;
 }

@@ -232,7 +232,13 @@ fn a_top10_id_the_package_does_not_have_fails_instead_of_being_skipped() {
     });
     let l4 = outcome(&run_all(&s.0), "/L4");
     assert_eq!(l4.status, Status::Fail, "{}", l4.message);
-    assert!(l4.message.contains("999999") && l4.message.contains("outside the package's"), "{}", l4.message);
+    // A golden id past the package's rows is a vocabulary that differs, named before any verdict.
+    assert!(
+        l4.message.contains("reads ids up to 999999") && l4.message.contains("vocab_size: expected at least 1000000, got 512"),
+        "{}",
+        l4.message
+    );
+    assert_eq!(l4.failure.as_ref().map(|f| f.kind.name()), Some("vocab_size"), "{}", l4.message);
 }
 
 #[test]
@@ -266,6 +272,11 @@ fn an_invalid_genai_config_fails_naming_the_file_and_field() {
         |t| t,
     );
     assert_fails_naming(&s.0, &["pkg/genai_config.json", "`search.past_present_share_buffer`"]);
+    for bad in [serde_json::json!(0), serde_json::json!("512"), serde_json::json!(-1), serde_json::json!(5.5)] {
+        let s =
+            scratch("bad-genai-vocab", |pkg| edit_json(&pkg.join("genai_config.json"), |v| v["model"]["vocab_size"] = bad.clone()), |t| t);
+        assert_fails_naming(&s.0, &["pkg/genai_config.json", "`model.vocab_size`", "positive whole number"]);
+    }
 }
 
 #[test]

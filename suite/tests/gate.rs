@@ -324,6 +324,24 @@ fn the_gate_passes_the_trained_fixture_and_fails_a_broken_copy() {
     eprintln!("{}", o.message);
 }
 
+/// The gate checks the vocabulary before it scores: a package whose logits are not the vocabulary its own config
+/// states (here 20 against the logits' 18) is `vocab_size`, at the first document, not an accuracy change.
+#[test]
+fn the_gate_refuses_logits_of_another_vocabulary_than_the_package_states() {
+    let work = Scratch::new("gate-vocab-pkg");
+    let pkg = work.0.join("vocab-f32");
+    copy_tree(&workspace_root().join("fixtures/arith-tiny/onnx/default-f32"), &pkg);
+    let cfg = pkg.join("genai_config.json");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("\"vocab_size\": 18"), "{text}");
+    std::fs::write(&cfg, text.replace("\"vocab_size\": 18", "\"vocab_size\": 20")).unwrap();
+    let s = arith_root("gate-vocab", Some(&pkg));
+    let o = run(&s.0, "arith/arith-tiny/default/f32/accuracy");
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("vocab_size: expected 20, got 18") && o.message.contains("document 0"), "{}", o.message);
+    assert_eq!(o.failure.expect("a measured failure").kind.name(), "vocab_size");
+}
+
 #[test]
 fn a_baseline_from_other_requests_is_stale_and_a_missing_one_says_how_to_make_it() {
     let s = arith_root("gate-stale", None);

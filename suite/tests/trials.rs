@@ -347,3 +347,29 @@ fn non_finite_logits_name_the_first_prompt_position() {
     assert!(o.message.contains(&at), "{}", o.message);
     assert_eq!(o.failure.expect("NaN logits are a measured failure").kind.name(), "non_finite");
 }
+
+/// A package whose logits are not the vocabulary its own config states (here the config says 520, the logits have
+/// 512) is `vocab_size` at L4 and L5, named with both numbers, checked before finiteness; an xfail that expects
+/// `non_finite` never absorbs it.
+#[test]
+fn a_vocabulary_that_differs_from_the_package_config_is_vocab_size_never_non_finite() {
+    let pkg = Scratch::new("vocab-config-pkg");
+    copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &pkg.0);
+    let cfg = pkg.0.join("genai_config.json");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("\"vocab_size\": 512"), "{text}");
+    std::fs::write(&cfg, text.replace("\"vocab_size\": 512", "\"vocab_size\": 520")).unwrap();
+    let s = scratch("vocab-config", pointing_at(pkg.0.clone()));
+    for level in ["L4", "L5"] {
+        let o = run(&s.0, &format!("{CASE}/text/cpu/f32/{level}"));
+        assert_eq!(o.status, Status::Fail, "{level}: {}", o.message);
+        assert!(o.message.contains("vocab_size: expected 520, got 512"), "{level}: {}", o.message);
+        assert!(o.message.contains("genai_config.json states `model.vocab_size` 520"), "{level}: {}", o.message);
+        assert_eq!(o.failure.expect("a measured failure").kind.name(), "vocab_size");
+    }
+    let expect_nan = |t: String| xfail("L4", "{ failure: non_finite }".into())(pointing_at(pkg.0.clone())(t));
+    let s = scratch("vocab-config-xfail", expect_nan);
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("not the expected failure") && o.message.contains("vocab_size"), "{}", o.message);
+}

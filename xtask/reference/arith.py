@@ -303,49 +303,11 @@ WEIGHTS_PACKAGE = "onnx/default-f32"
 MANIFEST_KEY = f"{NAME}/{WEIGHTS}"  # fixtures/MANIFEST.json: sha256 and derived.files
 
 
-def package_state_dict(pkg_dir, hf_dir):
-    """The state dict that save_pretrained writes for hf_dir's model, read from the initializers of the f32
-    package mobius built from it: mobius stores every Linear weight transposed, as <name>_t ([in, out]), and
-    the rest (embedding, norms) under the HF name and unchanged; it adds the RoPE cos/sin caches and int64
-    shape constants, and the tied LM head (not saved by save_pretrained) is the embedding. Every parameter
-    must be found once with its shape, and no other float initializer may be left over (a renamed weight)."""
-    import onnx
-    from onnx import numpy_helper
-
-    cfg = transformers.AutoConfig.from_pretrained(hf_dir)
-    with torch.device("meta"):
-        ref = transformers.AutoModelForCausalLM.from_config(cfg)
-    want = {k: tuple(v.shape) for k, v in ref.state_dict().items()}
-    if cfg.tie_word_embeddings:
-        want.pop("lm_head.weight")
-    graph = onnx.load(os.path.join(pkg_dir, "model.onnx")).graph  # external data: model.onnx.data beside it
-    sd, extra = {}, []
-    for t in graph.initializer:
-        key = t.name[:-len("_t")] if t.name.endswith(".weight_t") else t.name
-        if key not in want:
-            extra.append(t)
-            continue
-        a = numpy_helper.to_array(t)
-        if key != t.name:
-            a = a.T
-        if key in sd or a.dtype != np.float32 or a.shape != want[key]:
-            raise SystemExit(f"{pkg_dir}: initializer {t.name} ({a.dtype}, {list(a.shape)}) does not give "
-                             f"{key} (float32, {list(want[key])}) once")
-        sd[key] = np.ascontiguousarray(a)
-    left = [t.name for t in extra if t.data_type != onnx.TensorProto.INT64 and ".rotary_emb." not in t.name]
-    missing = sorted(set(want) - set(sd))
-    if missing or left:
-        raise SystemExit(f"{pkg_dir}: cannot rebuild the HF weights: parameters without an initializer {missing}, "
-                         f"float initializers without a parameter {left}")
-    return sd
-
-
 def write_weights(pkg_dir, hf_dir, path):
-    """package_state_dict saved as transformers' save_pretrained saves it (safetensors, metadata format=pt)."""
-    from safetensors.numpy import save_file
+    """The trained weights read back from the f32 package (weights.py, as every fixture's); returns their sha256."""
+    from . import weights
 
-    save_file(package_state_dict(pkg_dir, hf_dir), path, metadata={"format": "pt"})
-    os.chmod(path, 0o644)
+    weights.write(pkg_dir, hf_dir, path)
     return sha256_file(path)
 
 

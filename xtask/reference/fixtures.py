@@ -6,14 +6,18 @@
 (run by `cargo xtask fixtures`, which also runs arith.py for arith-tiny). NAME is one of: tokenizer, qwen3-tiny,
 llama-tiny, gemma3-tiny, gemma4-tiny, gemma4-mm-tiny (multimodal).
 
---hf-only rebuilds only the seeded HF reference directories (<model>/hf/: no design checks, no mobius
-builds, no quantization) and verifies every rebuilt file against MANIFEST.json: the seeded weights
-(<model>/hf/model.safetensors) and the text fixtures' copies of the shared tokenizer (<model>/hf/tokenizer*.json)
-are derived, not committed (.gitignore), and this is how a checkout gets them back. It fails if they no longer
-reproduce byte for byte (MANIFEST.json is left alone). arith.py's one derived file,
-arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32), is rebuilt by
-arith.py itself (`--derive-only`; `cargo xtask fixtures --hf-only` runs both), checked against MANIFEST.json the
-same way.
+--hf-only derives only the HF reference directories (<model>/hf/: no design checks, no mobius builds, no
+quantization) and verifies every file against MANIFEST.json. The weights (<model>/hf/model.safetensors) and the
+text fixtures' copies of the shared tokenizer (<model>/hf/tokenizer*.json) are derived, not committed (.gitignore),
+and this is how a checkout gets them back. The weights are read back from the committed onnx/default-f32 package
+(weights.py), never re-seeded: torch.randn's float32 bits depend on the CPU path (AVX2/AVX-512 against
+ATEN_CPU_CAPABILITY=default), so only a derivation from committed bytes gives every machine the same file. It fails
+if they do not match byte for byte (MANIFEST.json is left alone). arith.py's one derived file,
+arith-tiny/hf/model.safetensors (the trained weights, committed inside arith-tiny/onnx/default-f32), is derived the
+same way by arith.py itself (`--derive-only`; `cargo xtask fixtures --hf-only` runs both).
+
+A full build (no --hf-only) creates a fixture: it seeds the model, builds its packages and checks that the f32
+package gives the seeded weights back byte for byte (check_derivable), so that every later derivation can.
 
 Layout written under --out:
 
@@ -762,6 +766,7 @@ def build_model(name, out_root):
                     f"(drop '{ep}' from SHARED_EP in fixtures.py) and point the cases back at {ep}-{dtype}")
             shutil.rmtree(os.path.join(stage, rel))
             log(f"  {ep}-{dtype} == {by}-{dtype} byte for byte (not stored)")
+    check_derivable(name, stage)
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
 
@@ -1044,6 +1049,7 @@ def build_mm_model(name, out_root, recalibrate=False):
             mobius_build(tmp, "hf", f"onnx/{flavour}", ep, keep_all=True)
             complete_mm_package(hf_dir, os.path.join(tmp, "onnx", flavour))  # see MOBIUS_WORKAROUNDS
         shutil.move(os.path.join(tmp, "onnx"), os.path.join(stage, "onnx"))
+    check_derivable(name, stage)
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
 
@@ -1100,6 +1106,46 @@ def aliases():
             for m in MODELS for ep, by in SHARED_EP.items() for dt in MOBIUS_DTYPES}
 
 
+# The committed package the reference weights are read back from (weights.py), per fixture.
+WEIGHTS_PACKAGE = "onnx/default-f32"
+
+
+def derive_hf(name, out_root, stage):
+    """<name>/hf/ into `stage` from committed data alone: its committed files, the text fixtures' tokenizer files
+    copied from tokenizer/, and model.safetensors read back from the committed f32 package. No seed is drawn and
+    no forward pass runs, so every machine derives the same bytes."""
+    from . import weights
+
+    final = os.path.join(out_root, name, "hf")
+    derived = {os.path.relpath(f, "hf") for f in derived_files(name)}
+    os.makedirs(stage)
+    for f in sorted(os.listdir(final)) if os.path.isdir(final) else []:
+        if f not in derived and os.path.isfile(os.path.join(final, f)):
+            shutil.copyfile(os.path.join(final, f), os.path.join(stage, f))
+    if name in MODELS:
+        for f in TOKENIZER_FILES:
+            shutil.copyfile(os.path.join(out_root, "tokenizer", f), os.path.join(stage, f))
+    renames = weights.MM_RENAMES if name in MM_MODELS else ()
+    weights.write(os.path.join(out_root, name, WEIGHTS_PACKAGE), stage, os.path.join(stage, "model.safetensors"), renames)
+    normalize_modes(stage)
+
+
+def check_derivable(name, fix_dir):
+    """At creation: the freshly built f32 package gives back the seeded weights byte for byte, so that every later
+    derivation (derive_hf) can read them from it."""
+    from . import weights
+
+    renames = weights.MM_RENAMES if name in MM_MODELS else ()
+    with tempfile.TemporaryDirectory(prefix="weights-") as tmp:
+        path = os.path.join(tmp, "model.safetensors")
+        weights.write(os.path.join(fix_dir, WEIGHTS_PACKAGE), os.path.join(fix_dir, "hf"), path, renames)
+        got, want = sha256_file(path), sha256_file(os.path.join(fix_dir, "hf", "model.safetensors"))
+    if got != want:
+        raise SystemExit(f"{name}: {WEIGHTS_PACKAGE} does not give back hf/model.safetensors (sha256 {got} != {want}): "
+                         f"weights.py must learn mobius' new layout")
+    log(f"  {name}: {WEIGHTS_PACKAGE} gives back hf/model.safetensors byte for byte")
+
+
 def rebuild_hf(out_root, names):
     """--hf-only: rebuild <name>/hf/ of each of `names` (no design checks, no ONNX) into a stage
     directory, check every file against MANIFEST.json and only then put it in place."""
@@ -1116,16 +1162,7 @@ def rebuild_hf(out_root, names):
         stage = os.path.join(out_root, f".hf-{name}")
         shutil.rmtree(stage, ignore_errors=True)
         try:
-            if name in MODELS:
-                build_hf(name, stage, tok_dir, check=False)
-            else:
-                clamps = os.path.join(out_root, name, CLAMPS_FILE)
-                want_clamps = manifest["sha256"].get(f"{name}/{CLAMPS_FILE}")
-                if want_clamps is not None and os.path.isfile(clamps) and sha256_file(clamps) != want_clamps:
-                    raise SystemExit(f"{name}/{CLAMPS_FILE}: sha256 {sha256_file(clamps)} != MANIFEST {want_clamps}: "
-                                     f"the committed clamp bounds were changed; restore them (git checkout) or rebuild "
-                                     f"the fixture and its goldens")
-                build_mm_hf(name, stage, out_root, clamps, check=False)
+            derive_hf(name, out_root, stage)
             got = {os.path.relpath(os.path.join(d, f), stage): sha256_file(os.path.join(d, f))
                    for d, _, fs in os.walk(stage) for f in fs}
         except BaseException:
@@ -1136,15 +1173,12 @@ def rebuild_hf(out_root, names):
         if bad:
             shutil.rmtree(stage, ignore_errors=True)
             weights = any(b.startswith(tuple(f"{name}/{w}" for w in DERIVED_WEIGHTS)) for b in bad)
-            what = ("the seeded reference weights no longer reproduce" if weights
-                    else "the seeded reference directory no longer reproduces")
-            import importlib.metadata as md
-
+            what = (f"the reference weights read back from {name}/{WEIGHTS_PACKAGE} are not the recorded ones" if weights
+                    else "the reference directory no longer reproduces")
             raise SystemExit(
-                f"{what}: {'; '.join(bad)} (this environment: python {platform.python_version()}, torch "
-                f"{md.version('torch')}, transformers {md.version('transformers')}; MANIFEST: python "
-                f"{manifest.get('python')}, {manifest.get('packages')}). The goldens were made from the recorded "
-                f"weights: restore the pinned environment (requirements.txt) or rebuild the fixtures and goldens")
+                f"{what}: {'; '.join(bad)}. The weights are a pure function of the committed package (weights.py); "
+                f"a mismatch means the package, the committed hf/ files or MANIFEST.json changed without the others: "
+                f"restore them (git checkout), or rebuild the fixture and its goldens")
         final = os.path.join(out_root, name, "hf")
         os.makedirs(os.path.dirname(final), exist_ok=True)
         shutil.rmtree(final, ignore_errors=True)

@@ -107,11 +107,12 @@ def tree_files(root):
 class Build:
     def __init__(self, cache, manifest_path, record):
         self.cache, self.manifest_path, self.record = cache, manifest_path, record
-        self.manifest = {}
+        self.manifest, self.sizes = {}, {}
         if os.path.isfile(manifest_path):
             with open(manifest_path) as fh:
-                self.manifest = json.load(fh).get("files", {})
-        self.recorded = {}
+                doc = json.load(fh)
+            self.manifest, self.sizes = doc.get("files", {}), doc.get("sizes", {})
+        self.recorded, self.recorded_sizes = {}, {}
         self.steps_run = self.steps_skipped = 0
 
     # -- stamps -------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class Build:
                 return None
         if sorted(s["files"]) != tree_files(out_dir):
             return None
-        return {rel: v[2] for rel, v in s["files"].items()}
+        return {rel: (v[2], v[0]) for rel, v in s["files"].items()}
 
     def finish(self, out_dir, key, label):
         """Hash what a step made, check it against the manifest, and stamp it."""
@@ -147,17 +148,21 @@ class Build:
             f = os.path.join(out_dir, rel)
             st = os.stat(f)
             files[rel] = [st.st_size, st.st_mtime_ns, sha256_file(f)]
-        self.check(prefix, {rel: v[2] for rel, v in files.items()}, label)
+        self.check(prefix, {rel: (v[2], v[0]) for rel, v in files.items()}, label)
         with open(os.path.join(out_dir, ".stamp.json"), "w") as fh:
             json.dump({"key": key, "files": files}, fh, indent=1, sort_keys=True)
         return {rel: v[2] for rel, v in files.items()}
 
-    def check(self, prefix, shas, label):
-        for rel, sha in sorted(shas.items()):
+    def check(self, prefix, made, label):
+        """made: {path: (sha256, size)} of what a step made, against the manifest's sha256 and size."""
+        shas = {rel: sha for rel, (sha, _) in made.items()}
+        for rel, (sha, size) in sorted(made.items()):
             name = f"{prefix}/{rel}"
-            self.recorded[name] = sha
+            self.recorded[name], self.recorded_sizes[name] = sha, size
             if self.record:
                 continue
+            if self.sizes.get(name) not in (None, size):
+                raise SystemExit(f"{label}: {name} has {size} bytes, {self.manifest_path} records {self.sizes[name]}")
             want = self.manifest.get(name)
             if want is None:
                 raise SystemExit(f"{label}: {name} is not in {self.manifest_path}; the recipe changed? "
@@ -174,13 +179,13 @@ class Build:
     def step(self, label, out_dir, key, make):
         """Runs make(tmp_dir) unless out_dir's stamp matches key; returns out_dir's {file: sha256}."""
         key = json.dumps({"recipe": RECIPE, **key}, sort_keys=True)
-        shas = self.stamp_ok(out_dir, key)
-        if shas is not None:
+        made = self.stamp_ok(out_dir, key)
+        if made is not None:
             prefix = os.path.relpath(out_dir, self.cache).replace(os.sep, "/")
-            self.check(prefix, shas, label)
+            self.check(prefix, made, label)
             self.steps_skipped += 1
             log(f"  [cached] {label}")
-            return shas
+            return {rel: sha for rel, (sha, _) in made.items()}
         log(f"  [build]  {label}")
         t0 = time.time()
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -316,11 +321,19 @@ def main():
         if os.path.isfile(b.manifest_path):
             with open(b.manifest_path) as fh:
                 old = json.load(fh).get("files", {})
+        old_sizes = {}
+        if os.path.isfile(b.manifest_path):
+            with open(b.manifest_path) as fh:
+                old_sizes = json.load(fh).get("sizes", {})
         keep = {k: v for k, v in old.items() if k.split("/")[0] not in names}
-        doc = {"about": "sha256 of every file `cargo xtask real` builds under the real tier's cache "
-                        "(xtask/reference/real.py); each build checks its outputs against it",
+        keep_sizes = {k: v for k, v in old_sizes.items() if k in keep}
+        doc = {"about": "sha256 and size of every file `cargo xtask real` builds under the real tier's cache "
+                        "(xtask/reference/real.py); each build checks its outputs against it, and each trial its "
+                        "package's files (suite/src/feed/integrity.rs), before ONNX Runtime reads them",
+               "root": "target/real",
                "versions": versions,
-               "files": dict(sorted({**keep, **files}.items()))}
+               "files": dict(sorted({**keep, **files}.items())),
+               "sizes": dict(sorted({**keep_sizes, **b.recorded_sizes}.items()))}
         os.makedirs(os.path.dirname(b.manifest_path), exist_ok=True)
         with open(b.manifest_path, "w") as fh:
             json.dump(doc, fh, indent=1)

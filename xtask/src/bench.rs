@@ -197,7 +197,7 @@ fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> 
     let package = root.join("fixtures/arith-tiny/onnx/default-f32");
     let model = package_model(&package).map_err(|e| e.to_string())?;
     let decoder = runtime::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
-    let eos = GenaiConfig::load(&package).map_err(|e| e.to_string())?.eos_token_ids;
+    let cfg = GenaiConfig::load(&package).map_err(|e| e.to_string())?;
     let loaded: Vec<_> = tasks
         .iter()
         .map(|t| task::load_items(&root, &format!("cases/tasks/{t}.yaml"), &tok, false).map_err(|e| e.to_string()))
@@ -207,7 +207,7 @@ fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> 
         let t0 = Instant::now();
         for loaded in &loaded {
             let (task, items) = (&loaded.0, &loaded.1);
-            eval::score(&decoder, task, items, &tok, &eos).map_err(|e| e.to_string())?;
+            eval::score(&decoder, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size).map_err(|e| e.to_string())?;
         }
         Ok(n as f64 / t0.elapsed().as_secs_f64())
     };

@@ -24,11 +24,12 @@ const TASKS: &[(&str, &str)] = &[
   fixtures [--only NAME ...] [--hf-only] [--retrain] [--recalibrate-clamps] [--threads N]
       Rebuild the tiny fixtures under fixtures/ (tokenizer, seeded Hugging Face models, ONNX packages built
       with the mobius builder in the `default` and `cpu` flavours at f32, f16, bf16, and int4 by ONNX Runtime's
-      quantizer). Offline and deterministic. The seeded models' weights are not committed: --hf-only rebuilds
-      just them (seconds) and checks them against fixtures/MANIFEST.json; regen-goldens does that by itself.
+      quantizer). Offline and deterministic. The models' weights are not committed: --hf-only reads them back
+      from the committed f32 packages (seconds, the same bytes on any machine) and checks them against
+      fixtures/MANIFEST.json; regen-goldens does that by itself.
       --only arith-tiny rebuilds the trained fixture's packages and tasks (--retrain: train it again);
       --recalibrate-clamps calibrates gemma4-mm-tiny's clamp bounds on the media again (then regenerate its
-      goldens); --threads N derives with N torch threads (the same bytes).
+      goldens); --threads N runs torch with N threads.
 ",
     ),
     (

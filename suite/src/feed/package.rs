@@ -70,6 +70,8 @@ pub struct GenaiConfig {
     /// `search.past_present_share_buffer`: the decoder's KV cache may be one preallocated buffer per layer, read
     /// as `past_*` and written in place as `present_*` (GroupQueryAttention builds).
     pub share_buffer: bool,
+    /// `model.vocab_size`: the entries the decoder's logits must have per position.
+    pub vocab_size: Option<usize>,
 }
 
 impl GenaiConfig {
@@ -111,8 +113,16 @@ impl GenaiConfig {
             Value::Bool(b) => *b,
             other => bail!("{file}: field `search.past_present_share_buffer` is {}, expected true or false", kind(other)),
         };
+        let vocab_size =
+            match &model["vocab_size"] {
+                Value::Null => None,
+                v => Some(v.as_u64().filter(|&n| n > 0).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                    Error::new(format!("{file}: field `model.vocab_size` is {}, expected a positive whole number", kind(v)))
+                })?),
+            };
         let decoder = Component::parse(model, "decoder", file)?;
         Ok(GenaiConfig {
+            vocab_size,
             decoder_file: decoder.map(|d| d.file),
             eos_token_ids,
             embedding: Component::parse(model, "embedding", file)?,

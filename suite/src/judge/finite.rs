@@ -13,13 +13,23 @@ pub enum NonFinite {
     Position { position: usize, of: usize, logsumexp: f64 },
 }
 
-/// The package's logits rows are not the golden's vocabulary: `got` entries where the golden has `expected`.
+/// The package's logits rows are not the vocabulary they must be: `got` entries where `source` says `expected`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VocabMismatch {
     pub expected: usize,
     pub got: usize,
-    /// `expected` is a lower bound (the largest id the golden watches, plus one), not the golden's stated size.
-    pub at_least: bool,
+    pub source: VocabSource,
+}
+
+/// What states the vocabulary a package's logits must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VocabSource {
+    /// The golden's own `vocab_size` (or its full logits' length).
+    Golden,
+    /// A lower bound: the largest id the golden watches (or a scored request reads), plus one.
+    WatchedIds,
+    /// The package's `genai_config.json` (`model.vocab_size`).
+    PackageConfig,
 }
 
 /// The first non-finite value of a logits row, as `step`.
@@ -43,15 +53,26 @@ pub fn positions(positions: &[PositionLogits]) -> Option<NonFinite> {
     Some(NonFinite::Position { position: p, of: positions.len(), logsumexp: positions[p].logsumexp })
 }
 
-/// The golden states its vocabulary (`expected`); the package's rows have `got` entries.
-pub fn vocabulary(expected: Option<usize>, got: usize) -> Option<VocabMismatch> {
-    expected.filter(|&e| e != got).map(|expected| VocabMismatch { expected, got, at_least: false })
+/// What a package's logits rows must hold, from every source that states it; each is checked, in this order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExpectedVocab {
+    /// The golden's stated vocabulary.
+    pub golden: Option<usize>,
+    /// The package's own config.
+    pub config: Option<usize>,
+    /// The largest id the golden watches or a request reads.
+    pub largest_id: Option<i64>,
 }
 
-/// The golden watches ids up to `largest`: a package whose rows are shorter cannot have them.
-pub fn vocabulary_covers(largest: Option<i64>, got: usize) -> Option<VocabMismatch> {
-    let need = usize::try_from(largest?).ok()? + 1;
-    (got < need).then_some(VocabMismatch { expected: need, got, at_least: true })
+impl ExpectedVocab {
+    /// The first source the package's `got` entries per row disagree with.
+    pub fn check(&self, got: usize) -> Option<VocabMismatch> {
+        let exact = |e: Option<usize>, source| e.filter(|&e| e != got).map(|expected| VocabMismatch { expected, got, source });
+        exact(self.golden, VocabSource::Golden).or_else(|| exact(self.config, VocabSource::PackageConfig)).or_else(|| {
+            let need = usize::try_from(self.largest_id?).ok()? + 1;
+            (got < need).then_some(VocabMismatch { expected: need, got, source: VocabSource::WatchedIds })
+        })
+    }
 }
 
 #[cfg(test)]
@@ -77,11 +98,18 @@ mod tests {
 
     #[test]
     fn a_vocabulary_of_another_size_is_told_apart() {
-        assert_eq!(vocabulary(Some(512), 512), None);
-        assert_eq!(vocabulary(None, 500), None);
-        assert_eq!(vocabulary(Some(512), 500), Some(VocabMismatch { expected: 512, got: 500, at_least: false }));
-        assert_eq!(vocabulary_covers(Some(505), 500), Some(VocabMismatch { expected: 506, got: 500, at_least: true }));
-        assert_eq!(vocabulary_covers(Some(499), 500), None);
-        assert_eq!(vocabulary_covers(None, 500), None);
+        let golden = |g| ExpectedVocab { golden: Some(g), ..Default::default() };
+        let config = |c| ExpectedVocab { config: Some(c), ..Default::default() };
+        let ids = |i| ExpectedVocab { largest_id: Some(i), ..Default::default() };
+        assert_eq!(golden(512).check(512), None);
+        assert_eq!(ExpectedVocab::default().check(500), None);
+        assert_eq!(golden(512).check(500), Some(VocabMismatch { expected: 512, got: 500, source: VocabSource::Golden }));
+        assert_eq!(config(512).check(500), Some(VocabMismatch { expected: 512, got: 500, source: VocabSource::PackageConfig }));
+        assert_eq!(ids(505).check(500), Some(VocabMismatch { expected: 506, got: 500, source: VocabSource::WatchedIds }));
+        assert_eq!(ids(499).check(500), None);
+        // The golden is asked first, then the package's config, then the ids.
+        let all = ExpectedVocab { golden: Some(512), config: Some(520), largest_id: Some(600) };
+        assert_eq!(all.check(512).map(|v| v.source), Some(VocabSource::PackageConfig));
+        assert_eq!(all.check(500).map(|v| v.source), Some(VocabSource::Golden));
     }
 }

@@ -73,6 +73,11 @@ pub struct CaseSpec {
     /// tier: `cargo xtask real`). A trial whose package is absent then skips naming it, and fails under CI.
     #[serde(default)]
     pub build_command: Option<String>,
+    /// The builder's manifest of the packages (`fixtures/real/MANIFEST.json`: a sha256 and a size per file, relative
+    /// to its `root`): every trial first checks its package's files against it, so a truncated or replaced file
+    /// fails naming itself before ONNX Runtime reads it.
+    #[serde(default)]
+    pub manifest: Option<String>,
     /// The model must be there: a package missing from the Hugging Face cache fails its trials instead of
     /// skipping them (as every case does under `MOBIUS_REQUIRE_MODELS=1` or `cargo xtask ci --require`).
     #[serde(default)]
@@ -337,6 +342,12 @@ impl Case {
         let accuracy_files: Vec<String> = s.accuracy.iter().map(|a| a.file().to_string()).collect();
         paths.extend(accuracy_files.iter().map(|p| ("accuracy", p)));
         paths.extend(accuracy_data.iter().map(|p| ("accuracy.data", p)));
+        // The manifest is the suite's own record: always inside the root, whatever `external_paths` says.
+        if let Some(m) = s.manifest.as_deref()
+            && !crate::paths::stays_inside(m)
+        {
+            bail!("{file}: field `manifest`: path {m:?} leaves the suite root; the manifest is committed with the suite");
+        }
         for (field, p) in paths {
             match HubRef::parse(p) {
                 Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),

@@ -11,8 +11,9 @@ mod svg;
 
 use std::fmt::Write;
 
+use crate::feed::integrity::{Bad, Mismatch};
 use crate::judge::component::ComponentReport;
-use crate::judge::finite::{NonFinite, VocabMismatch};
+use crate::judge::finite::{NonFinite, VocabMismatch, VocabSource};
 use crate::judge::genai_level::{Feed, GenaiReport};
 use crate::judge::verdict::{DivergenceKind, GenerationReport, PrefillReport, STATS};
 
@@ -203,16 +204,33 @@ pub fn non_finite(trial: &str, place: &str, nf: &NonFinite) -> String {
     }
 }
 
-/// A package whose logits rows are not the golden's vocabulary.
-pub fn vocab_size(trial: &str, place: &str, v: &VocabMismatch, golden_file: &str, regenerate: &str) -> String {
-    let golden = if v.at_least {
-        format!("{golden_file} watches ids up to {}, so at least {} are expected", v.expected - 1, v.expected)
-    } else {
-        format!("{golden_file} has a vocabulary of {}", v.expected)
+/// A package file that is not what its builder's manifest recorded.
+pub fn integrity(trial: &str, package: &str, manifest: &str, bad: &Bad, build: Option<&str>) -> String {
+    let what = match &bad.mismatch {
+        Mismatch::Missing => "is missing".to_string(),
+        Mismatch::Size { got } => format!("has {got} bytes where the manifest records {} (truncated or replaced)", bad.recorded.size),
+        Mismatch::Sha256 { got } => format!("has sha256 {got} where the manifest records {}", bad.recorded.sha256),
+    };
+    let fix = build.map_or_else(|| "rebuild it".to_string(), |b| format!("rebuild it with `{b}`"));
+    format!("{trial}: package {package} does not match {manifest}: {} {what}; {fix}\n", bad.name)
+}
+
+/// A package whose logits rows are not the vocabulary the golden or the package's own config states. `golden_file`
+/// is what the trial judges against (a golden, or a gate's baseline); `package` is the package folder.
+pub fn vocab_size(trial: &str, place: &str, v: &VocabMismatch, golden_file: &str, package: &str, regenerate: &str) -> String {
+    let expected = match v.source {
+        VocabSource::Golden => format!("{golden_file} has a vocabulary of {}", v.expected),
+        VocabSource::WatchedIds => {
+            format!("{golden_file} reads ids up to {}, so at least {} are expected", v.expected - 1, v.expected)
+        }
+        VocabSource::PackageConfig => format!("{package}/genai_config.json states `model.vocab_size` {}", v.expected),
     };
     format!(
-        "{trial}: {place}: vocab_size: the package's logits have {} entries per position, but {golden}\n  regenerate (only if \
-         the reference changed): {regenerate}\n",
+        "{trial}: {place}: vocab_size: expected {}{}, got {}: the package's logits have {} entries per position, but \
+         {expected}\n  regenerate (only if the reference changed): {regenerate}\n",
+        if v.source == VocabSource::WatchedIds { "at least " } else { "" },
+        v.expected,
+        v.got,
         v.got
     )
 }

@@ -144,11 +144,49 @@ fn library_in(tree: &Path) -> PathBuf {
     tree.join("onnxruntime_genai").join(name)
 }
 
+/// The version of the onnxruntime-genai wheel a library came from: the `Version:` of the `.dist-info/METADATA` beside
+/// its package folder (`site-packages/onnxruntime_genai/libonnxruntime-genai.so` and
+/// `site-packages/onnxruntime_genai-<v>.dist-info/`). The library itself exports no version.
+pub fn wheel_version(library: &Path) -> Option<String> {
+    let site = library.parent()?.parent()?;
+    let mut infos: Vec<PathBuf> = std::fs::read_dir(site)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("onnxruntime_genai") && n.ends_with(".dist-info")))
+        .collect();
+    infos.sort();
+    infos.iter().find_map(|d| {
+        let text = std::fs::read_to_string(d.join("METADATA")).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("Version:")).map(|v| v.trim().to_string())
+    })
+}
+
+/// The library must be the pinned release: the C API signatures below are transcribed from its header, and a call
+/// through a changed signature is undefined behaviour, not an error.
+fn check_version(library: &Path, version: Option<&str>) -> Result<()> {
+    match version {
+        Some(v) if v == GENAI_VERSION => Ok(()),
+        Some(v) => bail!(
+            "{} is onnxruntime-genai {v}, but the suite binds the C API of {GENAI_VERSION} (its pin): install \
+             onnxruntime-genai=={GENAI_VERSION}, or unset GENAI_DYLIB_PATH to use the pinned wheel",
+            library.display()
+        ),
+        None => bail!(
+            "{}: no onnxruntime_genai-*.dist-info/METADATA beside its package folder says which onnxruntime-genai \
+             release it is, and the suite binds the C API of {GENAI_VERSION} only: point GENAI_DYLIB_PATH at the \
+             library inside an installed onnxruntime-genai=={GENAI_VERSION} wheel \
+             (site-packages/onnxruntime_genai/libonnxruntime-genai.so), or unset it",
+            library.display()
+        ),
+    }
+}
+
 /// The bound API. ONNX Runtime is loaded first (the build the run's device chose), so genai binds to the suite's own.
 fn api() -> Result<&'static Api> {
     runtime::load()?;
     API.get_or_init(|| {
         let path = locate()?;
+        check_version(&path, wheel_version(&path).as_deref())?;
         // SAFETY: loading runs the library's initialisers; it is the hash-pinned onnxruntime-genai wheel's own
         // library (or the one GENAI_DYLIB_PATH names), whose C API the signatures below transcribe from
         // `ort_genai_c.h` of the same release.
@@ -453,5 +491,44 @@ unsafe fn logits(api: &Api, generator: *mut OgaGenerator) -> Result<Vec<f32>> {
         let vocab = *shape.last().unwrap_or(&0) as usize;
         let all = std::slice::from_raw_parts(data as *const f32, count as usize);
         Ok(all[all.len() - vocab..].to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A site-packages folder holding `onnxruntime_genai/libonnxruntime-genai.so` and, when given, the wheel's
+    /// dist-info at `version`.
+    fn site(tag: &str, version: Option<&str>) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("mobius-genai-version-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("onnxruntime_genai")).unwrap();
+        std::fs::write(root.join("onnxruntime_genai/libonnxruntime-genai.so"), b"").unwrap();
+        if let Some(v) = version {
+            let info = root.join(format!("onnxruntime_genai-{v}.dist-info"));
+            std::fs::create_dir_all(&info).unwrap();
+            std::fs::write(info.join("METADATA"), format!("Metadata-Version: 2.1\nName: onnxruntime-genai\nVersion: {v}\n")).unwrap();
+        }
+        root.join("onnxruntime_genai/libonnxruntime-genai.so")
+    }
+
+    #[test]
+    fn the_library_must_come_from_the_pinned_wheel() {
+        let pinned = site("pinned", Some(GENAI_VERSION));
+        assert_eq!(wheel_version(&pinned).as_deref(), Some(GENAI_VERSION));
+        assert!(check_version(&pinned, wheel_version(&pinned).as_deref()).is_ok());
+
+        let other = site("other", Some("0.17.1"));
+        let e = check_version(&other, wheel_version(&other).as_deref()).unwrap_err().to_string();
+        assert!(e.contains("is onnxruntime-genai 0.17.1") && e.contains(&format!("C API of {GENAI_VERSION}")), "{e}");
+
+        let bare = site("bare", None);
+        assert_eq!(wheel_version(&bare), None);
+        let e = check_version(&bare, None).unwrap_err().to_string();
+        assert!(e.contains("dist-info/METADATA") && e.contains("GENAI_DYLIB_PATH"), "{e}");
+        for p in [pinned, other, bare] {
+            let _ = std::fs::remove_dir_all(p.parent().unwrap().parent().unwrap());
+        }
     }
 }

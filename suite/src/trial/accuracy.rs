@@ -1,6 +1,7 @@
 //! The accuracy level: the package's benchmark accuracy on one task against the reference's baseline.
 
 use super::Trial;
+use crate::accuracy::eval::{self, Unjudgeable};
 use crate::accuracy::gate;
 use crate::error::{Error, Result};
 use crate::judge::detail::{self, Detail};
@@ -39,9 +40,14 @@ impl Trial<'_> {
             Err(skip) => return Ok(skip),
         };
         let eos = self.eos_ids(&package)?;
-        let scoring = crate::accuracy::eval::score(&decoder, task, items, &tokenizer, &eos).map_err(|e| e.context(task_file))?;
-        if let Some((doc, nf)) = scoring.non_finite {
-            return Ok(self.non_finite(&format!("{task_file}: document {doc}"), nf));
+        let scoring =
+            eval::score(&decoder, task, items, &tokenizer, &eos, self.package_vocab(&package)?).map_err(|e| e.context(task_file))?;
+        if let Some((doc, why)) = scoring.stopped {
+            let place = format!("{task_file}: document {doc}");
+            return Ok(match why {
+                Unjudgeable::Vocab(v) => self.vocab_size(&place, v, &baseline_file, &package),
+                Unjudgeable::NonFinite(nf) => self.non_finite(&place, nf),
+            });
         }
         let got = scoring.scored;
         let policy = task.spec.gate_policy(self.ctx.ci);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{Prepared, Trial};
 use crate::error::Result;
-use crate::judge::finite;
+use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::genai_level::{self, Feed, GenaiReport};
 use crate::judge::golden::GenerationGolden;
 use crate::outcome::{Judgement, Outcome, Status};
@@ -51,8 +51,13 @@ impl Trial<'_> {
             }
         };
         let place = format!("onnxruntime-genai on {}", self.rel(package));
-        let vocab = finite::vocabulary(prefill.as_ref().and_then(|g| g.vocab_size), run.prefill_logits.len());
-        if let Some(o) = self.unjudgeable(&place, vocab, finite::row(&run.prefill_logits, 0), &prefill_file) {
+        let expected = ExpectedVocab {
+            golden: prefill.as_ref().and_then(|g| g.vocab_size),
+            config: self.package_vocab(package)?,
+            largest_id: generation.as_ref().and_then(|g| g.steps.iter().flat_map(|s| s.ids.iter().copied()).max()),
+        };
+        let vocab = expected.check(run.prefill_logits.len());
+        if let Some(o) = self.unjudgeable(&place, vocab, finite::row(&run.prefill_logits, 0), &prefill_file, package) {
             return Ok(o);
         }
         // genai is judged as L4 and L5 are: each with its level's tolerance, the case's override checked against both.

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::judge::detail::{self, Detail};
-use crate::judge::finite;
+use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::golden::PrefillGolden;
 use crate::judge::tolerance::Tolerance;
 use crate::judge::verdict::{self, Verdict};
@@ -46,16 +46,18 @@ impl Trial<'_> {
         let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
         let free = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
         let place = decoder.model.display().to_string();
-        let largest = golden.steps.iter().flat_map(|s| s.ids.iter().copied()).max();
-        let vocab = finite::vocabulary_covers(largest, free.prefill_logits.len());
-        if let Some(o) = self.unjudgeable(&place, vocab, finite::stream(&free.prefill_logits, &free.steps), golden_file) {
+        let largest_id = golden.steps.iter().flat_map(|s| s.ids.iter().copied()).chain(golden.generated_tokens.iter().copied()).max();
+        let expected = ExpectedVocab { golden: None, config: self.package_vocab(&p.package)?, largest_id };
+        let vocab = expected.check(free.prefill_logits.len());
+        if let Some(o) = self.unjudgeable(&place, vocab, finite::stream(&free.prefill_logits, &free.steps), golden_file, &p.package) {
             return Ok(o);
         }
         let got = free.chosen();
         // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
         let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
             let forced = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?;
-            if let Some(o) = self.unjudgeable(&place, None, finite::stream(&forced.prefill_logits, &forced.steps), golden_file) {
+            let non_finite = finite::stream(&forced.prefill_logits, &forced.steps);
+            if let Some(o) = self.unjudgeable(&place, None, non_finite, golden_file, &p.package) {
                 return Ok(o);
             }
             Some(forced)

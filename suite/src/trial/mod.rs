@@ -165,13 +165,25 @@ impl Trial<'_> {
 
     /// Logits no verdict can reason about, as the trial's failure: a vocabulary of another size first (its ids past
     /// the end read as NaN), then NaN or infinity. `place` names what computed them.
-    fn unjudgeable(&self, place: &str, vocab: Option<VocabMismatch>, non_finite: Option<NonFinite>, golden_file: &str) -> Option<Outcome> {
-        let failure = |kind| Some(Box::new(Failure { kind, max_abs_diff: None, first_step: None, first_position: None }));
-        if let Some(v) = vocab {
-            let message = report::vocab_size(self.name, place, &v, golden_file, &self.regenerate());
-            return Some(Outcome { failure: failure(FailureKind::VocabSize), ..Outcome::fail(message) });
+    fn unjudgeable(
+        &self,
+        place: &str,
+        vocab: Option<VocabMismatch>,
+        non_finite: Option<NonFinite>,
+        golden_file: &str,
+        package: &Path,
+    ) -> Option<Outcome> {
+        match vocab {
+            Some(v) => Some(self.vocab_size(place, v, golden_file, package)),
+            None => non_finite.map(|nf| self.non_finite(place, nf)),
         }
-        non_finite.map(|nf| self.non_finite(place, nf))
+    }
+
+    /// Logits rows of another length than the vocabulary, as the trial's own failure (never an expected `non_finite`).
+    fn vocab_size(&self, place: &str, v: VocabMismatch, golden_file: &str, package: &Path) -> Outcome {
+        let failure = Some(Box::new(Failure { kind: FailureKind::VocabSize, max_abs_diff: None, first_step: None, first_position: None }));
+        let message = report::vocab_size(self.name, place, &v, golden_file, &self.rel(package), &self.regenerate());
+        Outcome { failure, ..Outcome::fail(message) }
     }
 
     /// NaN or infinite logits, as the trial's measured failure, with where they start.
@@ -280,6 +292,11 @@ impl Trial<'_> {
             return Ok(vec![e]);
         }
         Ok(crate::feed::package::GenaiConfig::load_if_present(package)?.map(|c| c.eos_token_ids).unwrap_or_default())
+    }
+
+    /// The vocabulary the package's config states for its logits, if it has a config that states one.
+    fn package_vocab(&self, package: &Path) -> Result<Option<usize>> {
+        Ok(crate::feed::package::GenaiConfig::load_if_present(package)?.and_then(|c| c.vocab_size))
     }
 }
 

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use super::Trial;
 use crate::error::Result;
+use crate::feed::integrity::{self, Manifest};
 use crate::feed::tokenizer::TextTokenizer;
 use crate::outcome::Outcome;
 use crate::paths;
 use crate::plan::case::Location;
 use crate::plan::corpus;
+use crate::report;
 use crate::run::runtime::{self, Provider};
 use crate::vocab::Dtype;
 
@@ -62,7 +64,23 @@ impl Trial<'_> {
                 Outcome::skip(msg)
             });
         }
+        if let Some(manifest) = spec.manifest.as_deref() {
+            self.check_manifest(manifest, &package)?;
+        }
         Ok((provider, package))
+    }
+
+    /// The package's files against the builder's manifest, before ONNX Runtime reads any of them.
+    #[allow(clippy::result_large_err)]
+    fn check_manifest(&self, manifest: &str, package: &Path) -> std::result::Result<(), Outcome> {
+        let fail = |e: crate::error::Error| Outcome::fail(format!("{}: {}: field `manifest`: {e}", self.name, self.case.file));
+        let m = Manifest::load(&self.suite.root, manifest).map_err(fail)?;
+        match integrity::check(&m, package).map_err(fail)? {
+            Ok(_) => Ok(()),
+            Err(bad) => {
+                Err(Outcome::fail(report::integrity(self.name, &self.rel(package), &m.file, &bad, self.case.spec.build_command.as_deref())))
+            }
+        }
     }
 
     /// Why a missing model fails this trial instead of skipping it, if it does.

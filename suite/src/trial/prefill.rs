@@ -4,7 +4,7 @@
 use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::judge::detail::{self, Detail};
-use crate::judge::finite;
+use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::verdict::{self, Verdict};
 use crate::judge::xfail::Failure;
 use crate::outcome::{Judgement, Outcome, Status};
@@ -25,9 +25,15 @@ impl Trial<'_> {
             true => (generate::prefill(decoder, &front, inputs.input_ids())?, Vec::new()),
             false => generate::prefill_positions(decoder, &front, inputs.input_ids(), &watch)?,
         };
-        let vocab = finite::vocabulary(golden.vocab_size.or(reference.as_ref().map(Vec::len)), got.len());
+        let largest_id = golden.positions.iter().flat_map(|p| p.ids.iter().copied()).chain(golden.top10_ids.iter().copied()).max();
+        let expected = ExpectedVocab {
+            golden: golden.vocab_size.or(reference.as_ref().map(Vec::len)),
+            config: self.package_vocab(&p.package)?,
+            largest_id,
+        };
         let non_finite = finite::positions(&positions).or_else(|| finite::row(&got, 0));
-        if let Some(o) = self.unjudgeable(&decoder.model.display().to_string(), vocab, non_finite, &p.golden_file) {
+        let place = decoder.model.display().to_string();
+        if let Some(o) = self.unjudgeable(&place, expected.check(got.len()), non_finite, &p.golden_file, &p.package) {
             return Ok(o);
         }
         let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), tol);
