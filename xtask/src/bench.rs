@@ -223,17 +223,16 @@ pub fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// A suite root with `copies` copies of every case of the repository (renamed `<case>-copyK`), sharing its
-/// fixtures, goldens and baselines by path.
+/// A suite root with `copies` copies of every case of the repository (renamed `<case>-copyK`), with a copy of its
+/// fixtures and tasks (links would leave the root, and the suite confines what it reads to it), its goldens and
+/// baselines copied under the new names.
 fn replicated_root(copies: usize) -> Result<PathBuf, String> {
     let repo = workspace_root();
     let root = mobius_conformance::run::bootstrap::target_dir().join("bench").join(format!("x{copies}"));
     let _ = std::fs::remove_dir_all(&root);
     let io = |e: std::io::Error| e.to_string();
     for dir in ["fixtures", "cases/tasks"] {
-        let to = root.join(dir);
-        std::fs::create_dir_all(to.parent().unwrap()).map_err(io)?;
-        std::os::unix::fs::symlink(repo.join(dir), &to).map_err(io)?;
+        copy_tree(&repo.join(dir), &root.join(dir)).map_err(io)?;
     }
     std::fs::copy(repo.join("cases/tolerances.yaml"), root.join("cases/tolerances.yaml")).map_err(io)?;
     let suite = Suite::open(&repo);
@@ -269,17 +268,60 @@ fn replicated_root(copies: usize) -> Result<PathBuf, String> {
     Ok(root)
 }
 
-/// Wall time of a whole trial set on `threads` workers, and the ONNX Runtime run time inside it.
-fn time_trials(root: &Path, threads: usize) -> (f64, f64, usize, usize) {
+/// A folder tree copied (the fixtures' links stay links: none points outside the tree).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type()?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if e.file_type()?.is_file() {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// A whole trial set timed: the wall time on `threads` workers and the time inside each engine.
+struct Timed {
+    wall: f64,
+    /// Inside the suite's own ONNX Runtime run calls.
+    ort: f64,
+    /// Inside onnxruntime-genai (its own ONNX Runtime sessions included).
+    genai: f64,
+    trials: usize,
+    /// The trials that failed, by name: a figure measured on them measures nothing.
+    failed: Vec<String>,
+}
+
+impl Timed {
+    /// The suite's own time: what the engines do not account for (summed over workers, so with one worker only).
+    fn suite_seconds(&self) -> f64 {
+        self.wall - self.ort - self.genai
+    }
+}
+
+fn time_trials(root: &Path, threads: usize) -> Timed {
     let suite = Suite::open(root);
     // The tiny tier, as these figures always measured; the real tier has its own section.
     let plan: Vec<_> = suite.plan().into_iter().filter(|t| !t.is_built_elsewhere()).collect();
-    let r0 = runtime::run_seconds();
+    let (r0, g0) = (runtime::run_seconds(), mobius_conformance::run::genai::run_seconds());
     let t0 = Instant::now();
     let done = trial::run_parallel(&suite, &plan, &RunContext::local(), threads, |_| {});
     let wall = t0.elapsed().as_secs_f64();
-    let failed = done.iter().filter(|f| f.outcome.is_fail()).count();
-    (wall, runtime::run_seconds() - r0, plan.len(), failed)
+    let failed = done.iter().filter(|f| f.outcome.is_fail()).map(|f| f.name.clone()).collect();
+    let (ort, genai) = (runtime::run_seconds() - r0, mobius_conformance::run::genai::run_seconds() - g0);
+    Timed { wall, ort, genai, trials: plan.len(), failed }
+}
+
+/// A section whose trials failed reports them and no figure.
+fn failed_section(section: &str, t: &Timed, table: &mut Vec<String>) -> String {
+    let names: Vec<&str> = t.failed.iter().take(5).map(String::as_str).collect();
+    let more = if t.failed.len() > 5 { format!(" and {} more", t.failed.len() - 5) } else { String::new() };
+    let msg = format!("{section}: {} of {} trials failed ({}{more}): no figure", t.failed.len(), t.trials, names.join(", "));
+    table.push(msg.clone());
+    msg
 }
 
 /// Median, min and max of the finite figures.
@@ -654,19 +696,35 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         );
     }
 
-    // Suite overhead: the whole default trial set on one worker, wall time vs time inside ONNX Runtime's runs.
+    // Suite overhead: the whole default trial set on one worker, wall time against the time inside each engine.
     let mut overhead = None;
+    let mut failures = Vec::new();
     if o.runs("overhead") {
         let repo = workspace_root();
         let _warm = time_trials(&repo, 1);
-        let (wall, ort, trials, failed) = time_trials(&repo, 1);
-        let ratio = ratio(wall, ort);
-        overhead = Some(ratio);
-        table.push(format!(
-            "suite overhead: {trials} trials ({failed} failed) on 1 worker, sessions warm: wall {wall:.3}s, inside ONNX Runtime runs {ort:.3}s, overhead_ratio {ratio:.3}"
-        ));
-        report
-            .insert("overhead".into(), json!({ "trials": trials, "wall_seconds": wall, "ort_run_seconds": ort, "overhead_ratio": ratio }));
+        let t = time_trials(&repo, 1);
+        if t.failed.is_empty() {
+            let engines = t.ort + t.genai;
+            let r = ratio(t.wall, engines);
+            overhead = Some(r);
+            table.push(format!(
+                "suite overhead: {} trials (0 failed) on 1 worker, sessions warm: wall {:.3}s = ONNX Runtime {:.3}s + onnxruntime-genai \
+                 {:.3}s + the suite's own {:.3}s; overhead_ratio (wall / engines) {r:.3}",
+                t.trials,
+                t.wall,
+                t.ort,
+                t.genai,
+                t.suite_seconds()
+            ));
+            report.insert(
+                "overhead".into(),
+                json!({ "trials": t.trials, "wall_seconds": t.wall, "ort_run_seconds": t.ort, "genai_seconds": t.genai,
+                        "suite_seconds": t.suite_seconds(), "overhead_ratio": r }),
+            );
+        } else {
+            failures.push(failed_section("suite overhead", &t, &mut table));
+            report.insert("overhead".into(), json!({ "trials": t.trials, "failed": t.failed }));
+        }
     }
 
     // Scaling: 1x, 2x and 4x copies of the case set, all cores, cold process state per size except sessions.
@@ -675,14 +733,21 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         let mut base = None;
         for copies in [1usize, 2, 4] {
             let root = replicated_root(copies)?;
-            let (wall, _, trials, failed) = time_trials(&root, cores);
-            let b = *base.get_or_insert(wall);
-            scaling.push(json!({ "copies": copies, "trials": trials, "failed": failed, "wall_seconds": wall, "vs_1x": wall / b }));
-            table.push(format!(
-                "scaling: {copies}x the cases = {trials} trials ({failed} failed) in {wall:.3}s on {cores} workers ({:.2}x the 1x time)",
-                wall / b
-            ));
+            let t = time_trials(&root, cores);
             let _ = std::fs::remove_dir_all(&root);
+            if !t.failed.is_empty() {
+                failures.push(failed_section(&format!("scaling {copies}x"), &t, &mut table));
+                scaling.push(json!({ "copies": copies, "trials": t.trials, "failed": t.failed }));
+                continue;
+            }
+            let b = *base.get_or_insert(t.wall);
+            scaling.push(json!({ "copies": copies, "trials": t.trials, "failed": 0, "wall_seconds": t.wall, "vs_1x": t.wall / b }));
+            table.push(format!(
+                "scaling: {copies}x the cases = {} trials (0 failed) in {:.3}s on {cores} workers ({:.2}x the 1x time)",
+                t.trials,
+                t.wall,
+                t.wall / b
+            ));
         }
         report.insert("scaling".into(), Value::Array(scaling));
     }
@@ -728,6 +793,9 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&Value::Object(report)).unwrap();
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
         println!("\nwrote {}", path.display());
+    }
+    if !failures.is_empty() {
+        return Err(format!("bench: trials failed, so these sections report no figure: {}", failures.join("; ")));
     }
     Ok(())
 }

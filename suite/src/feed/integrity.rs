@@ -66,6 +66,10 @@ impl Manifest {
         }
         let mut files = BTreeMap::new();
         for (name, sha256) in raw.files {
+            let plain = Path::new(&name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !plain || name.contains('\\') {
+                bail!("{file}: field `files` names {name:?}, which is not a plain relative path below `root`");
+            }
             if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
                 bail!("{file}: field `files.{name}` is not a sha256 (64 hex digits)");
             }
@@ -239,6 +243,11 @@ mod tests {
         assert!(Manifest::parse(root, "M.json", &no_size).unwrap_err().to_string().contains("no entry for `m/a`"));
         let bad_sha = r#"{"root": "r", "files": {"m/a": "abc"}, "sizes": {"m/a": 3}}"#;
         assert!(Manifest::parse(root, "M.json", bad_sha).unwrap_err().to_string().contains("`files.m/a` is not a sha256"));
+        for escape in ["m/../../etc/passwd", "/etc/passwd"] {
+            let text = format!(r#"{{"root": "r", "files": {{"{escape}": "{SHA}"}}, "sizes": {{"{escape}": 3}}}}"#);
+            let e = Manifest::parse(root, "M.json", &text).unwrap_err().to_string();
+            assert!(e.contains("not a plain relative path"), "{escape}: {e}");
+        }
         let extra = format!(r#"{{"root": "r", "files": {{"m/a": "{SHA}"}}, "sizes": {{"m/a": 3, "m/b": 1}}}}"#);
         assert!(Manifest::parse(root, "M.json", &extra).unwrap_err().to_string().contains("`m/b`"));
     }

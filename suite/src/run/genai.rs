@@ -109,6 +109,30 @@ struct Api {
 
 static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
 
+/// Time spent inside onnxruntime-genai by this process (loading models, generating), all threads together.
+static GENAI_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Seconds this process has spent inside onnxruntime-genai so far (summed over threads; its own ONNX Runtime
+/// sessions included, which [`crate::run::runtime::run_seconds`] does not count).
+pub fn run_seconds() -> f64 {
+    GENAI_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
+}
+
+/// Adds the time until it is dropped to [`GENAI_NANOS`].
+struct Inside(std::time::Instant);
+
+impl Inside {
+    fn start() -> Inside {
+        Inside(std::time::Instant::now())
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        GENAI_NANOS.fetch_add(self.0.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Where the library is, installing the pinned wheel first if need be.
 pub fn locate() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("GENAI_DYLIB_PATH") {
@@ -309,6 +333,7 @@ impl Model {
     /// Loads `package` (a folder with `genai_config.json`) on `provider`. Errors carry genai's own message: a package
     /// genai refuses fails here.
     pub fn load(package: &Path, provider: Provider) -> Result<Model> {
+        let _t = Inside::start();
         let api = api()?;
         let dir = cstring(&package.to_string_lossy(), "the package path")?;
         // SAFETY: out-pointers to locals, a CString alive across the calls; the objects are owned on return.
@@ -327,6 +352,7 @@ impl Model {
 
     /// Appends `ids` and generates up to `max_new` tokens greedily.
     pub fn greedy(&self, ids: &[i64], max_new: usize) -> Result<Run> {
+        let _t = Inside::start();
         let api = self.api;
         let ids32: Vec<i32> = ids
             .iter()
@@ -386,6 +412,7 @@ impl Model {
     /// Runs `prompt` (with one media placeholder per image and clip) through genai's multimodal processor with
     /// `images` and `audio`, then generates up to `max_new` tokens greedily from what it made.
     pub fn greedy_media(&self, prompt: &str, images: &[PathBuf], audio: &[PathBuf], max_new: usize) -> Result<MediaRun> {
+        let _t = Inside::start();
         let api = self.api;
         let prompt = cstring(prompt, "the prompt")?;
         let paths =
