@@ -137,4 +137,26 @@ fn the_builders_stamp_saves_the_hash_only_while_the_file_is_as_it_wrote_it() {
     stamp(&|_| "ab".repeat(32));
     let bad = integrity::check(&m, &pkg).unwrap().unwrap_err();
     assert!(matches!(bad.mismatch, Mismatch::Sha256 { .. }), "{bad:?}");
+
+    // A stamp that is not the builder's (not JSON, or entries of another shape) is no stamp: every file is hashed.
+    for (tag, junk) in [("junk", "not json"), ("shape", r#"{"files": {"model.onnx": {"size": 1}}}"#)] {
+        let fresh = s.0.join(format!("target/real/qwen3-tiny/onnx/cpu-f32-{tag}"));
+        copy_tree(&pkg, &fresh);
+        std::fs::remove_dir_all(&pkg).unwrap();
+        std::fs::rename(&fresh, &pkg).unwrap();
+        write(&pkg.join(".stamp.json"), junk);
+        let checked = integrity::check(&m, &pkg).unwrap().unwrap();
+        assert_eq!((checked.files, checked.hashed), (3, 3), "{tag}: a foreign stamp stands for nothing");
+    }
+}
+
+/// A package outside the folder its manifest describes, or one the manifest records nothing of, fails naming both.
+#[test]
+fn a_package_the_manifest_does_not_describe_is_refused_by_name() {
+    let s = root("integrity-elsewhere");
+    let m = Manifest::load(&s.0, "fixtures/real/MANIFEST.json").unwrap();
+    let e = integrity::check(&m, &s.0.join("fixtures/qwen3-tiny")).unwrap_err().to_string();
+    assert!(e.contains("lies outside") && e.contains("fixtures/real/MANIFEST.json"), "{e}");
+    let e = integrity::check(&m, &s.0.join("target/real/qwen3-tiny/onnx/cpu-int4")).unwrap_err().to_string();
+    assert!(e.contains("records no file under `qwen3-tiny/onnx/cpu-int4/`"), "{e}");
 }

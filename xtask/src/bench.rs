@@ -224,14 +224,15 @@ pub fn peak_rss_mb() -> f64 {
 }
 
 /// A suite root with `copies` copies of every case of the repository (renamed `<case>-copyK`), with a copy of its
-/// fixtures and tasks (links would leave the root, and the suite confines what it reads to it), its goldens and
+/// fixtures, tasks and lm-eval data (links would leave the root, and the suite confines what it reads to it), its goldens and
 /// baselines copied under the new names.
 fn replicated_root(copies: usize) -> Result<PathBuf, String> {
     let repo = workspace_root();
     let root = mobius_conformance::run::bootstrap::target_dir().join("bench").join(format!("x{copies}"));
     let _ = std::fs::remove_dir_all(&root);
     let io = |e: std::io::Error| e.to_string();
-    for dir in ["fixtures", "cases/tasks"] {
+    // What the cases read besides themselves: packages and references, tasks, and the lm-eval task files and data.
+    for dir in ["fixtures", "cases/tasks", "tests/data/lmeval"] {
         copy_tree(&repo.join(dir), &root.join(dir)).map_err(io)?;
     }
     std::fs::copy(repo.join("cases/tolerances.yaml"), root.join("cases/tolerances.yaml")).map_err(io)?;
