@@ -88,6 +88,7 @@ fn a_replaced_file_of_the_same_size_fails_on_its_hash_and_a_missing_one_is_named
     let o = run(&s.0, L4);
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("model.onnx.data has sha256 ") && o.message.contains("where the manifest records"), "{}", o.message);
+    assert!(o.message.contains("rebuild it with `cargo xtask real`"), "{}", o.message);
 
     std::fs::remove_file(s.0.join(PKG).join("genai_config.json")).unwrap();
     let o = run(&s.0, L4);
@@ -136,7 +137,11 @@ fn the_builders_stamp_saves_the_hash_only_while_the_file_is_as_it_wrote_it() {
     std::fs::rename(&again, &pkg).unwrap();
     stamp(&|_| "ab".repeat(32));
     let bad = integrity::check(&m, &pkg).unwrap().unwrap_err();
-    assert!(matches!(bad.mismatch, Mismatch::Sha256 { .. }), "{bad:?}");
+    assert!(matches!(bad.mismatch, Mismatch::Sha256 { from_stamp: true, .. }), "{bad:?}");
+    // The builder trusts its stamp too, so the advice is to delete the package before rebuilding it.
+    let o = run(&s.0, L4);
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains(".stamp.json with sha256 abab") && o.message.contains(&format!("delete {PKG}")), "{}", o.message);
 
     // A stamp that is not the builder's (not JSON, or entries of another shape) is no stamp: every file is hashed.
     for (tag, junk) in [("junk", "not json"), ("shape", r#"{"files": {"model.onnx": {"size": 1}}}"#)] {
@@ -159,4 +164,16 @@ fn a_package_the_manifest_does_not_describe_is_refused_by_name() {
     assert!(e.contains("lies outside") && e.contains("fixtures/real/MANIFEST.json"), "{e}");
     let e = integrity::check(&m, &s.0.join("target/real/qwen3-tiny/onnx/cpu-int4")).unwrap_err().to_string();
     assert!(e.contains("records no file under `qwen3-tiny/onnx/cpu-int4/`"), "{e}");
+}
+
+/// An empty `manifest:` is a case error naming the field, not a check skipped.
+#[test]
+fn an_empty_manifest_field_is_refused_naming_it() {
+    let s = root("integrity-empty");
+    let case = s.0.join("cases/causal-lm/qwen3-tiny.yaml");
+    let text = std::fs::read_to_string(&case).unwrap().replace("manifest: \"fixtures/real/MANIFEST.json\"", "manifest: \"\"");
+    std::fs::write(&case, text).unwrap();
+    let o = run(&s.0, L4);
+    assert_eq!(o.status, Status::Fail, "{}", o.message);
+    assert!(o.message.contains("field `manifest` is empty"), "{}", o.message);
 }

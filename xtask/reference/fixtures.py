@@ -1253,10 +1253,10 @@ def write_manifest(out_root):
         "aliases": aliases(),
         "derived": {"files": derived,
                     "how": "git-ignored, not committed: `fixtures.py --out fixtures --hf-only` (cargo xtask "
-                           "fixtures --hf-only) rebuilds them and checks them against the sha256 here: the "
-                           "seeded weights from their recipe, the text fixtures' tokenizer files as copies of "
-                           "tokenizer/, and arith-tiny's trained weights from the initializers of its committed "
-                           "onnx/default-f32 package (arith.py derive_weights)"},
+                           "fixtures --hf-only) rebuilds them and checks them against the sha256 here: every "
+                           "fixture's weights read back from the initializers of its committed onnx/default-f32 "
+                           "package (weights.py; arith.py derive_weights for arith-tiny), never re-seeded, and the "
+                           "text fixtures' tokenizer files as copies of tokenizer/"},
         "sha256": files,
     }
     with open(os.path.join(out_root, "MANIFEST.json"), "w") as fh:

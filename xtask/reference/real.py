@@ -327,6 +327,10 @@ def main():
                 old_sizes = json.load(fh).get("sizes", {})
         keep = {k: v for k, v in old.items() if k.split("/")[0] not in names}
         keep_sizes = {k: v for k, v in old_sizes.items() if k in keep}
+        if set(keep) - set(keep_sizes):
+            raise SystemExit(f"{b.manifest_path} records no size for files of models not rebuilt here "
+                             f"({sorted({k.split('/')[0] for k in set(keep) - set(keep_sizes)})}): record the whole "
+                             f"tier (`cargo xtask real --record`, without --only)")
         doc = {"about": "sha256 and size of every file `cargo xtask real` builds under the real tier's cache "
                         "(xtask/reference/real.py); each build checks its outputs against it, and each trial its "
                         "package's files (suite/src/feed/integrity.rs), before ONNX Runtime reads them",

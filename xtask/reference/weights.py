@@ -94,6 +94,8 @@ def package_state_dict(pkg_dir, hf_dir, renames=()):
         if hit is None:
             missing.append(key)
             continue
+        if hit in used:
+            raise SystemExit(f"{pkg_dir}: initializer {hit} would give two parameters ({key} and an earlier one)")
         a = numpy_helper.to_array(inits[hit])
         if hit.endswith("_t"):
             a = a.T
@@ -105,7 +107,7 @@ def package_state_dict(pkg_dir, hf_dir, renames=()):
         used.add(hit)
     # A tied head that mobius stores as its own (transposed) copy must be the embedding's, bit for bit.
     embed = next((k for k in sd if k.endswith("embed_tokens.weight")), None)
-    for head in ("lm_head.weight_t", "lm_head.weight") if tied else ():
+    for head in _candidates("lm_head.weight", renames) if tied else ():
         if head in inits and embed is not None:
             a = numpy_helper.to_array(inits[head])
             if not np.array_equal(a.T if head.endswith("_t") else a, sd[embed]):

@@ -106,8 +106,14 @@ impl Manifest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mismatch {
     Missing,
-    Size { got: u64 },
-    Sha256 { got: String },
+    Size {
+        got: u64,
+    },
+    /// `from_stamp`: the sha256 is the one the builder's stamp records for the file as it is (size and mtime match).
+    Sha256 {
+        got: String,
+        from_stamp: bool,
+    },
 }
 
 /// A file of the package that disagrees with the manifest.
@@ -135,7 +141,11 @@ pub fn check(manifest: &Manifest, dir: &Path) -> Result<std::result::Result<Chec
     for (rel, recorded) in files {
         let path = dir.join(rel);
         let bad = |mismatch| Bad { name: format!("{prefix}/{rel}"), recorded: recorded.clone(), mismatch };
-        let Ok(meta) = std::fs::metadata(&path) else { return Ok(Err(bad(Mismatch::Missing))) };
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err(bad(Mismatch::Missing))),
+            Err(e) => bail!("{}: {e}", path.display()),
+        };
         if meta.len() != recorded.size {
             return Ok(Err(bad(Mismatch::Size { got: meta.len() })));
         }
@@ -146,15 +156,16 @@ pub fn check(manifest: &Manifest, dir: &Path) -> Result<std::result::Result<Chec
             continue;
         }
         let from_stamp = stamp.get(rel).filter(|s| s.size == meta.len() && s.mtime_ns == mtime).map(|s| s.sha256.clone());
-        let sha = match from_stamp {
-            Some(s) => s,
+        let (sha, stamped) = match from_stamp {
+            Some(s) => (s, true),
             None => {
-                checked.hashed += 1;
-                hash_once(&path)?
+                let (sha, computed) = hash_once(&key)?;
+                checked.hashed += usize::from(computed);
+                (sha, false)
             }
         };
         if sha != recorded.sha256 {
-            return Ok(Err(bad(Mismatch::Sha256 { got: sha })));
+            return Ok(Err(bad(Mismatch::Sha256 { got: sha, from_stamp: stamped })));
         }
         if let Ok(mut v) = verified().lock() {
             v.insert(key);
@@ -170,15 +181,22 @@ fn verified() -> &'static Mutex<HashSet<Key>> {
     V.get_or_init(Mutex::default)
 }
 
-/// A file's sha256, computed once per process even when several trials ask at once.
-fn hash_once(path: &Path) -> Result<String> {
+/// A file's sha256 as it is now (its path, size and mtime: a file rewritten in place is hashed again), computed once
+/// per process even when several trials ask at once; and whether this call computed it.
+fn hash_once(key: &Key) -> Result<(String, bool)> {
     type Cell = Arc<OnceLock<std::result::Result<String, String>>>;
-    static HASHES: OnceLock<Mutex<HashMap<PathBuf, Cell>>> = OnceLock::new();
+    type AsItIs = (PathBuf, u64, u128);
+    static HASHES: OnceLock<Mutex<HashMap<AsItIs, Cell>>> = OnceLock::new();
     let cell = {
         let mut m = HASHES.get_or_init(Mutex::default).lock().map_err(|_| Error::new("integrity: hash table poisoned"))?;
-        m.entry(path.to_path_buf()).or_default().clone()
+        m.entry((key.0.clone(), key.1, key.2)).or_default().clone()
     };
-    cell.get_or_init(|| sha256_file(path).map_err(|e| e.to_string())).clone().map_err(Error::new)
+    let mut computed = false;
+    let sha = cell.get_or_init(|| {
+        computed = true;
+        sha256_file(&key.0).map_err(|e| e.to_string())
+    });
+    sha.clone().map(|s| (s, computed)).map_err(Error::new)
 }
 
 pub fn sha256_file(path: &Path) -> Result<String> {

@@ -343,10 +343,15 @@ impl Case {
         paths.extend(accuracy_files.iter().map(|p| ("accuracy", p)));
         paths.extend(accuracy_data.iter().map(|p| ("accuracy.data", p)));
         // The manifest is the suite's own record: always inside the root, whatever `external_paths` says.
-        if let Some(m) = s.manifest.as_deref()
-            && !crate::paths::stays_inside(m)
-        {
-            bail!("{file}: field `manifest`: path {m:?} leaves the suite root; the manifest is committed with the suite");
+        if let Some(m) = s.manifest.as_deref() {
+            if m.trim().is_empty() {
+                bail!(
+                    "{file}: field `manifest` is empty: name the builder's manifest (fixtures/real/MANIFEST.json), or leave the field out"
+                );
+            }
+            if !crate::paths::stays_inside(m) {
+                bail!("{file}: field `manifest`: path {m:?} leaves the suite root; the manifest is committed with the suite");
+            }
         }
         for (field, p) in paths {
             match HubRef::parse(p) {

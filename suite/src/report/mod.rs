@@ -206,28 +206,54 @@ pub fn non_finite(trial: &str, place: &str, nf: &NonFinite) -> String {
 
 /// A package file that is not what its builder's manifest recorded.
 pub fn integrity(trial: &str, package: &str, manifest: &str, bad: &Bad, build: Option<&str>) -> String {
-    let what = match &bad.mismatch {
-        Mismatch::Missing => "is missing".to_string(),
-        Mismatch::Size { got } => format!("has {got} bytes where the manifest records {} (truncated or replaced)", bad.recorded.size),
-        Mismatch::Sha256 { got } => format!("has sha256 {got} where the manifest records {}", bad.recorded.sha256),
+    let rebuild = build.map_or_else(|| "rebuild it".to_string(), |b| format!("rebuild it with `{b}`"));
+    let (what, fix) = match &bad.mismatch {
+        Mismatch::Missing => ("is missing".to_string(), rebuild),
+        Mismatch::Size { got } => {
+            (format!("has {got} bytes where the manifest records {} (truncated or replaced)", bad.recorded.size), rebuild)
+        }
+        Mismatch::Sha256 { got, from_stamp: false } => {
+            (format!("has sha256 {got} where the manifest records {}", bad.recorded.sha256), rebuild)
+        }
+        // The builder trusts the same stamp, so a plain rebuild would skip the step: the stamp must go first.
+        Mismatch::Sha256 { got, from_stamp: true } => (
+            format!("is recorded in {package}/.stamp.json with sha256 {got} where the manifest records {}", bad.recorded.sha256),
+            format!("delete {package} (its stamp with it) and {rebuild}"),
+        ),
     };
-    let fix = build.map_or_else(|| "rebuild it".to_string(), |b| format!("rebuild it with `{b}`"));
     format!("{trial}: package {package} does not match {manifest}: {} {what}; {fix}\n", bad.name)
 }
 
-/// A package whose logits rows are not the vocabulary the golden or the package's own config states. `golden_file`
-/// is what the trial judges against (a golden, or a gate's baseline); `package` is the package folder.
-pub fn vocab_size(trial: &str, place: &str, v: &VocabMismatch, golden_file: &str, package: &str, regenerate: &str) -> String {
-    let expected = match v.source {
-        VocabSource::Golden => format!("{golden_file} has a vocabulary of {}", v.expected),
-        VocabSource::WatchedIds => {
-            format!("{golden_file} reads ids up to {}, so at least {} are expected", v.expected - 1, v.expected)
-        }
-        VocabSource::PackageConfig => format!("{package}/genai_config.json states `model.vocab_size` {}", v.expected),
+/// A package whose logits rows are not the vocabulary the golden, the package's own config or the ids read state.
+/// `golden_file` is what the trial judges against (a golden, or a gate's baseline); `ids_from` holds the ids a
+/// `WatchedIds` bound comes from (the golden, or the task's requests); `package` is the package folder.
+pub fn vocab_size(
+    trial: &str,
+    place: &str,
+    v: &VocabMismatch,
+    golden_file: &str,
+    ids_from: &str,
+    package: &str,
+    regenerate: &str,
+) -> String {
+    let (expected, fix) = match v.source {
+        VocabSource::Golden => (
+            format!("{golden_file} has a vocabulary of {}", v.expected),
+            format!("regenerate (only if the reference changed): {regenerate}"),
+        ),
+        VocabSource::WatchedIds => (
+            format!("{ids_from} reads ids up to {}, so at least {} are expected", v.expected - 1, v.expected),
+            format!("regenerate (only if the reference changed): {regenerate}"),
+        ),
+        // Goldens cannot fix a package that disagrees with its own config.
+        VocabSource::PackageConfig => (
+            format!("{package}/genai_config.json states `model.vocab_size` {}", v.expected),
+            "the package disagrees with its own config: fix `model.vocab_size` there or rebuild the package".to_string(),
+        ),
     };
     format!(
         "{trial}: {place}: vocab_size: expected {}{}, got {}: the package's logits have {} entries per position, but \
-         {expected}\n  regenerate (only if the reference changed): {regenerate}\n",
+         {expected}\n  {fix}\n",
         if v.source == VocabSource::WatchedIds { "at least " } else { "" },
         v.expected,
         v.got,

@@ -173,16 +173,25 @@ fn library_in(tree: &Path) -> PathBuf {
 /// `site-packages/onnxruntime_genai-<v>.dist-info/`). The library itself exports no version.
 pub fn wheel_version(library: &Path) -> Option<String> {
     let site = library.parent()?.parent()?;
-    let mut infos: Vec<PathBuf> = std::fs::read_dir(site)
+    // The wheel's own dist-info: `onnxruntime_genai-<version>.dist-info` whose METADATA names `onnxruntime-genai`
+    // (not onnxruntime_genai_cuda's); two of them (a leftover install) say nothing certain.
+    let versions: Vec<String> = std::fs::read_dir(site)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("onnxruntime_genai") && n.ends_with(".dist-info")))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("onnxruntime_genai-") && n.ends_with(".dist-info"))
+        })
+        .filter_map(|d| {
+            let text = std::fs::read_to_string(d.join("METADATA")).ok()?;
+            let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
+            let name = field("Name:")?.replace('_', "-");
+            if name.eq_ignore_ascii_case("onnxruntime-genai") { field("Version:") } else { None }
+        })
         .collect();
-    infos.sort();
-    infos.iter().find_map(|d| {
-        let text = std::fs::read_to_string(d.join("METADATA")).ok()?;
-        text.lines().find_map(|l| l.strip_prefix("Version:")).map(|v| v.trim().to_string())
-    })
+    match &versions[..] {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
 }
 
 /// The library must be the pinned release: the C API signatures below are transcribed from its header, and a call
@@ -196,7 +205,7 @@ fn check_version(library: &Path, version: Option<&str>) -> Result<()> {
             library.display()
         ),
         None => bail!(
-            "{}: no onnxruntime_genai-*.dist-info/METADATA beside its package folder says which onnxruntime-genai \
+            "{}: no single onnxruntime_genai-*.dist-info/METADATA beside its package folder says which onnxruntime-genai \
              release it is, and the suite binds the C API of {GENAI_VERSION} only: point GENAI_DYLIB_PATH at the \
              library inside an installed onnxruntime-genai=={GENAI_VERSION} wheel \
              (site-packages/onnxruntime_genai/libonnxruntime-genai.so), or unset it",
@@ -333,8 +342,9 @@ impl Model {
     /// Loads `package` (a folder with `genai_config.json`) on `provider`. Errors carry genai's own message: a package
     /// genai refuses fails here.
     pub fn load(package: &Path, provider: Provider) -> Result<Model> {
-        let _t = Inside::start();
         let api = api()?;
+        // After the library is bound: installing and loading it is not genai's running time.
+        let _t = Inside::start();
         let dir = cstring(&package.to_string_lossy(), "the package path")?;
         // SAFETY: out-pointers to locals, a CString alive across the calls; the objects are owned on return.
         unsafe {
@@ -552,9 +562,15 @@ mod tests {
 
         let bare = site("bare", None);
         assert_eq!(wheel_version(&bare), None);
+        // A leftover second install says nothing certain.
+        let two = site("two", Some(GENAI_VERSION));
+        let info = two.parent().unwrap().parent().unwrap().join("onnxruntime_genai-0.17.1.dist-info");
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::write(info.join("METADATA"), "Name: onnxruntime-genai\nVersion: 0.17.1\n").unwrap();
+        assert_eq!(wheel_version(&two), None);
         let e = check_version(&bare, None).unwrap_err().to_string();
         assert!(e.contains("dist-info/METADATA") && e.contains("GENAI_DYLIB_PATH"), "{e}");
-        for p in [pinned, other, bare] {
+        for p in [pinned, other, bare, two] {
             let _ = std::fs::remove_dir_all(p.parent().unwrap().parent().unwrap());
         }
     }

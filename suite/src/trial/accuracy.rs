@@ -45,7 +45,7 @@ impl Trial<'_> {
         if let Some((doc, why)) = scoring.stopped {
             let place = format!("{task_file}: document {doc}");
             return Ok(match why {
-                Unjudgeable::Vocab(v) => self.vocab_size(&place, v, &baseline_file, &package),
+                Unjudgeable::Vocab(v) => self.vocab_size(&place, v, &baseline_file, &format!("{task_file}'s requests"), &package),
                 Unjudgeable::NonFinite(nf) => self.non_finite(&place, nf),
             });
         }

@@ -174,15 +174,16 @@ impl Trial<'_> {
         package: &Path,
     ) -> Option<Outcome> {
         match vocab {
-            Some(v) => Some(self.vocab_size(place, v, golden_file, package)),
+            Some(v) => Some(self.vocab_size(place, v, golden_file, golden_file, package)),
             None => non_finite.map(|nf| self.non_finite(place, nf)),
         }
     }
 
-    /// Logits rows of another length than the vocabulary, as the trial's own failure (never an expected `non_finite`).
-    fn vocab_size(&self, place: &str, v: VocabMismatch, golden_file: &str, package: &Path) -> Outcome {
+    /// Logits rows of another length than the vocabulary, as the trial's own failure (never an expected `non_finite`);
+    /// `ids_from` holds the ids a lower bound comes from.
+    fn vocab_size(&self, place: &str, v: VocabMismatch, golden_file: &str, ids_from: &str, package: &Path) -> Outcome {
         let failure = Some(Box::new(Failure { kind: FailureKind::VocabSize, max_abs_diff: None, first_step: None, first_position: None }));
-        let message = report::vocab_size(self.name, place, &v, golden_file, &self.rel(package), &self.regenerate());
+        let message = report::vocab_size(self.name, place, &v, golden_file, ids_from, &self.rel(package), &self.regenerate());
         Outcome { failure, ..Outcome::fail(message) }
     }
 
