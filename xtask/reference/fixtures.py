@@ -212,7 +212,8 @@ MM_MAX_POSITIONS = 512
 # sees on the real media, in forward order with all upstream clamps already on (so every clamp clips
 # ~5% of its elements at one or both ends; see calibrate_clamps).
 CLIP_PERCENTILES = (5.0, 95.0)
-# The calibrated bounds are committed (<out>/gemma4-mm-tiny/clamps.json) and read at every derivation: a forward
+# The calibrated bounds are committed (<out>/gemma4-mm-tiny/clamps.json) and read when the fixture is built (a
+# derivation reads them, with every other weight, from the committed package): a forward
 # pass sums floats in an order that depends on the CPU's kernels (thread count, AVX-512 or not), so bounds taken from
 # one would make the weights, and their sha256 in MANIFEST.json, depend on the machine. Calibrating again is an
 # explicit step (--recalibrate-clamps), followed by a rebuild of the fixture and its goldens.
@@ -716,14 +717,13 @@ def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False):
     return {k: ops[k] for k in ("MatMul", "MatMulNBits", "Gather", "GatherBlockQuantized")}
 
 
-def build_hf(name, hf_dir, tok_dir, check=True):
-    """The seeded HF reference directory of text fixture `name` (check: run the design check)."""
+def build_hf(name, hf_dir, tok_dir):
+    """The seeded HF reference directory of text fixture `name`, design-checked (its creation)."""
     model = make_model(name)
     save_hf(model, name, hf_dir, tok_dir)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{name}: {model.config.model_type}, {n_params} params")
-    if check:
-        check_design(name, model, tok_dir)
+    check_design(name, model, tok_dir)
 
 
 def same_tree(a, b):
@@ -1000,10 +1000,10 @@ def check_design_mm(name, hf_dir, out_root):
     return worst
 
 
-def build_mm_hf(name, hf_dir, out_root, clamps, check=True, recalibrate=False):
+def build_mm_hf(name, hf_dir, out_root, clamps, recalibrate=False):
     """The seeded HF reference directory of the multimodal fixture (model + processor), its clamp bounds read from
-    the committed `clamps` file; recalibrate: calibrate them on the media instead and write them to `clamps`.
-    check: also run the clamp and design checks."""
+    the committed `clamps` file, clamp- and design-checked (its creation); recalibrate: calibrate them on the media
+    instead and write them to `clamps`."""
     os.makedirs(hf_dir)
     with tempfile.TemporaryDirectory(prefix="mm-tokenizer-") as tmp:
         tokenizer = build_tokenizer(tmp, MM_SPECIAL_TOKENS, MM_EXTRA_SPECIAL_TOKENS)
@@ -1021,16 +1021,14 @@ def build_mm_hf(name, hf_dir, out_root, clamps, check=True, recalibrate=False):
         log(f"  clamps: recalibrated, written to {clamps}")
     else:
         clips = load_clamps(model, clamps)
-    if check:
-        check_clamps_bite(model, mm_encode(processor, out_root, "image+audio"), clips)
+    check_clamps_bite(model, mm_encode(processor, out_root, "image+audio"), clips)
     model.save_pretrained(hf_dir, safe_serialization=True)
     keep = {"config.json", "generation_config.json", "model.safetensors", *TOKENIZER_FILES,
             "processor_config.json", "chat_template.jinja"}
     if set(os.listdir(hf_dir)) != keep:
         raise SystemExit(f"{name}: unexpected files from save_pretrained: {sorted(os.listdir(hf_dir))}")
     normalize_modes(hf_dir)
-    if check:
-        check_design_mm(name, hf_dir, out_root)
+    check_design_mm(name, hf_dir, out_root)
 
 
 def build_mm_model(name, out_root, recalibrate=False):
@@ -1114,8 +1112,6 @@ def derive_hf(name, out_root, stage):
     """<name>/hf/ into `stage` from committed data alone: its committed files, the text fixtures' tokenizer files
     copied from tokenizer/, and model.safetensors read back from the committed f32 package. No seed is drawn and
     no forward pass runs, so every machine derives the same bytes."""
-    from . import weights
-
     final = os.path.join(out_root, name, "hf")
     derived = {os.path.relpath(f, "hf") for f in derived_files(name)}
     os.makedirs(stage)
@@ -1125,20 +1121,25 @@ def derive_hf(name, out_root, stage):
     if name in MODELS:
         for f in TOKENIZER_FILES:
             shutil.copyfile(os.path.join(out_root, "tokenizer", f), os.path.join(stage, f))
-    renames = weights.MM_RENAMES if name in MM_MODELS else ()
-    weights.write(os.path.join(out_root, name, WEIGHTS_PACKAGE), stage, os.path.join(stage, "model.safetensors"), renames)
+    read_back(name, os.path.join(out_root, name), stage, os.path.join(stage, "model.safetensors"))
     normalize_modes(stage)
+
+
+def read_back(name, fix_dir, hf_dir, path):
+    """Fixture `name`'s weights read back from its committed f32 package under `fix_dir` (weights.py) into `path`;
+    hf_dir holds the config that says which parameters there are."""
+    from . import weights
+
+    renames = weights.MM_RENAMES if name in MM_MODELS else ()
+    weights.write(os.path.join(fix_dir, WEIGHTS_PACKAGE), hf_dir, path, renames)
 
 
 def check_derivable(name, fix_dir):
     """At creation: the freshly built f32 package gives back the seeded weights byte for byte, so that every later
     derivation (derive_hf) can read them from it."""
-    from . import weights
-
-    renames = weights.MM_RENAMES if name in MM_MODELS else ()
     with tempfile.TemporaryDirectory(prefix="weights-") as tmp:
         path = os.path.join(tmp, "model.safetensors")
-        weights.write(os.path.join(fix_dir, WEIGHTS_PACKAGE), os.path.join(fix_dir, "hf"), path, renames)
+        read_back(name, fix_dir, os.path.join(fix_dir, "hf"), path)
         got, want = sha256_file(path), sha256_file(os.path.join(fix_dir, "hf", "model.safetensors"))
     if got != want:
         raise SystemExit(f"{name}: {WEIGHTS_PACKAGE} does not give back hf/model.safetensors (sha256 {got} != {want}): "
@@ -1152,7 +1153,6 @@ def rebuild_hf(out_root, names):
     manifest = read_manifest(out_root)
     if manifest is None:
         raise SystemExit(f"--hf-only verifies against {out_root}/MANIFEST.json, which is missing")
-    tok_dir = os.path.join(out_root, "tokenizer")
     for name in names:
         t0 = time.time()
         prefix = f"{name}/hf/"
@@ -1242,7 +1242,7 @@ def write_manifest(out_root):
                               "percentiles": list(CLIP_PERCENTILES),
                               "on": "the image+audio design prompt, in forward order; input clamps clip "
                                     "the top only (lower bound = smallest value seen)",
-                              "bounds": f"{n}/{CLAMPS_FILE}: committed, read at every derivation (no forward pass "
+                              "bounds": f"{n}/{CLAMPS_FILE}: committed, read at every build (no forward pass "
                                         f"decides a weight); --recalibrate-clamps calibrates them again"}}
                       for n, s in MM_MODELS.items()}},
         "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",

@@ -317,14 +317,7 @@ def main():
                                     lambda out, e=ep, d=dtype: mobius(cache, f"{name}/hf", out, e, d))
     if args.record:
         files = dict(sorted(b.recorded.items()))
-        old = {}
-        if os.path.isfile(b.manifest_path):
-            with open(b.manifest_path) as fh:
-                old = json.load(fh).get("files", {})
-        old_sizes = {}
-        if os.path.isfile(b.manifest_path):
-            with open(b.manifest_path) as fh:
-                old_sizes = json.load(fh).get("sizes", {})
+        old, old_sizes = b.manifest, b.sizes  # as Build read them at the start
         keep = {k: v for k, v in old.items() if k.split("/")[0] not in names}
         keep_sizes = {k: v for k, v in old_sizes.items() if k in keep}
         if set(keep) - set(keep_sizes):

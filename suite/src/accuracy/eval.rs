@@ -48,15 +48,7 @@ pub fn score(
 
 /// The largest token id any request feeds or scores.
 fn largest_id(items: &[Item]) -> Option<i64> {
-    let ids = |it: &Item| -> Vec<i64> {
-        match &it.kind {
-            ItemKind::MultipleChoice { context_ids, continuations, .. } => {
-                context_ids.iter().chain(continuations.iter().flatten()).copied().collect()
-            }
-            ItemKind::Generate { context_ids, .. } => context_ids.clone(),
-        }
-    };
-    items.iter().flat_map(ids).max()
+    items.iter().flat_map(|it| it.sequences().into_iter().flatten().copied().max()).max()
 }
 
 /// A row's vocabulary, then its values.

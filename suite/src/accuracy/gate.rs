@@ -78,13 +78,7 @@ impl Baseline {
 pub fn requests_hash(items: &[Item]) -> String {
     let mut h = Sha256::new();
     for it in items {
-        let seqs: Vec<&[i64]> = match &it.kind {
-            ItemKind::MultipleChoice { context_ids, continuations, .. } => {
-                std::iter::once(context_ids.as_slice()).chain(continuations.iter().map(Vec::as_slice)).collect()
-            }
-            ItemKind::Generate { context_ids, .. } => vec![context_ids],
-        };
-        for s in seqs {
+        for s in it.sequences() {
             h.update((s.len() as u64).to_le_bytes());
             s.iter().for_each(|t| h.update(t.to_le_bytes()));
         }

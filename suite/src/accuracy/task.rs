@@ -263,6 +263,18 @@ pub enum ItemKind {
     },
 }
 
+impl Item {
+    /// Every token sequence the item feeds the model, in order: the context, then each choice's continuation.
+    pub fn sequences(&self) -> Vec<&[i64]> {
+        match &self.kind {
+            ItemKind::MultipleChoice { context_ids, continuations, .. } => {
+                std::iter::once(context_ids.as_slice()).chain(continuations.iter().map(Vec::as_slice)).collect()
+            }
+            ItemKind::Generate { context_ids, .. } => vec![context_ids],
+        }
+    }
+}
+
 /// A loaded task and its tokenized requests.
 pub type Loaded = std::sync::Arc<(Task, Vec<Item>)>;
 
