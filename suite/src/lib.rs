@@ -36,13 +36,15 @@ pub mod plan {
 /// What a package is fed: processed inputs, the tokenizer, the package's own configuration, and the package checked
 /// against its builder's manifest.
 pub mod feed {
+    pub mod generation_config;
     pub mod inputs;
     pub mod integrity;
     pub mod package;
     pub mod tokenizer;
 }
 
-/// Running a package: the ONNX Runtime library and its sessions, prefill and greedy decoding, media encoders, and
+/// Running a package: the ONNX Runtime library and its sessions, prefill and greedy decoding, media encoders, the
+/// encoder-decoder (speech-to-text) pipeline, and
 /// onnxruntime-genai.
 pub mod run {
     pub mod bootstrap;
@@ -51,6 +53,7 @@ pub mod run {
     pub mod pipeline;
     pub mod runtime;
     pub mod sessions;
+    pub mod speech;
 }
 
 /// Judging outputs: the goldens, the tolerance policy, the verdicts, the numbers behind them, and the expected

@@ -123,6 +123,23 @@ fn the_full_mobius_corpus_loads_plans_and_skips_precisely() {
         }
     }
 
+    // speech-to-text runs (the encoder-decoder pipeline): its 11 trials (whisper-tiny, speecht5-asr and the two
+    // seamless-m4t cases) plan as conformance trials and skip for their own reasons (no package named, a case's
+    // skip_reason), never for their task type.
+    let speech: Vec<(&str, String)> = plan
+        .iter()
+        .filter_map(|spec| match &spec.kind {
+            TrialKind::Conformance { case, .. } if case.spec.task_type == "speech-to-text" => Some((
+                spec.name.as_str(),
+                reason_kind(&trial::run(&suite, spec, &mobius_conformance::context::RunContext::local()).message),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(speech.len(), 11, "{speech:?}");
+    assert!(speech.iter().all(|(_, why)| why == "no package named" || why == "the case's skip_reason"), "{speech:?}");
+    assert!(speech.iter().any(|(n, _)| *n == "whisper-tiny/audio/default/f32/L5"), "{speech:?}");
+
     // Goldens: every one parses, or is refused naming its file.
     let mut goldens = Vec::new();
     files(&root.join("golden"), "json", &mut goldens);

@@ -309,13 +309,17 @@ DERIVED_TOKENIZER = tuple(f"hf/{f}" for f in TOKENIZER_FILES)
 # weights, rebuilt from the initializers of its committed default-f32 package.
 ARITH_NAME = "arith-tiny"
 FOREIGN_DERIVED = {ARITH_NAME: ("hf/model.safetensors",)}
+# The encoder-decoder fixtures (speech-to-text), designed and built by whisper_fixture.py; their hf/ weights are
+# derived as every seeded fixture's are. Their tokenizer files (the shared BPE plus Whisper's special tokens) are
+# committed: they are not copies of tokenizer/.
+SPEECH_MODELS = ("whisper-tiny",)
 
 
 def derived_files(name):
     """The derived (git-ignored) files of fixture `name`, relative to its directory."""
     if name in MODELS:
         return (*DERIVED_WEIGHTS, *DERIVED_TOKENIZER)
-    if name in MM_MODELS:
+    if name in MM_MODELS or name in SPEECH_MODELS:
         return DERIVED_WEIGHTS
     return FOREIGN_DERIVED.get(name, ())
 INT4 = dict(bits=4, block_size=32, is_symmetric=True, accuracy_level=None, op_types_to_quantize=["MatMul", "Gather"],
@@ -394,6 +398,11 @@ MOBIUS_WORKAROUNDS = {
         "package ('Decoder-only CPU embedding requires the dynamic-batching Engine.') and, with the type "
         "fixed, its processor fails to open tokenizer_config.json. Each package gets model.type gemma4 and a "
         "copy of hf/'s tokenizer.json and tokenizer_config.json (complete_mm_package), as a user's package must"),
+    "whisper-tiny/onnx": (
+        "mobius-onnx 0.1.0 maps WhisperForConditionalGeneration's proj_out.weight into its decoder only when the "
+        "head is tied (preprocess_weights); the fixture's untied head then fails the build ('decoder.proj_out.weight' "
+        "without weights). The package is built from a copy of hf/ with that one tensor renamed to "
+        "model.decoder.proj_out.weight (whisper_fixture.build)"),
 }
 
 
@@ -1072,17 +1081,17 @@ def complete_mm_package(hf_dir, pkg_dir):
     normalize_modes(pkg_dir)
 
 
-def mobius_source(hf_dir, dst):
-    """A copy of hf_dir that mobius-onnx 0.1.0 can build: the untied LM head renamed to where its
-    Gemma-4 multimodal weight loader looks for it (MOBIUS_WORKAROUNDS)."""
+def mobius_source(hf_dir, dst, head="lm_head.weight", to="model.language_model.lm_head.weight"):
+    """A copy of hf_dir that mobius-onnx 0.1.0 can build: the untied LM head `head` renamed to `to`, where its
+    weight loader looks for it (MOBIUS_WORKAROUNDS; by default the Gemma-4 multimodal one's)."""
     from safetensors.torch import load_file, save_file
 
     shutil.copytree(hf_dir, dst)
     path = os.path.join(dst, "model.safetensors")
     sd = load_file(path)
-    if "lm_head.weight" not in sd:
-        raise SystemExit("expected an untied lm_head.weight in the multimodal fixture")
-    sd["model.language_model.lm_head.weight"] = sd.pop("lm_head.weight")
+    if head not in sd:
+        raise SystemExit(f"expected an untied {head} in {hf_dir}/model.safetensors")
+    sd[to] = sd.pop(head)
     save_file(sd, path, metadata={"format": "pt"})
 
 
@@ -1130,7 +1139,7 @@ def read_back(name, fix_dir, hf_dir, path):
     hf_dir holds the config that says which parameters there are."""
     from . import weights
 
-    renames = weights.MM_RENAMES if name in MM_MODELS else ()
+    renames = weights.MM_RENAMES if name in MM_MODELS else weights.WHISPER_RENAMES if name in SPEECH_MODELS else ()
     weights.write(os.path.join(fix_dir, WEIGHTS_PACKAGE), hf_dir, path, renames)
 
 
@@ -1187,9 +1196,11 @@ def rebuild_hf(out_root, names):
 
 
 def write_manifest(out_root):
+    from . import whisper_fixture
+
     # Only what this script builds (and the media it designs on): other generators own other
     # directories under fixtures/ (e.g. arith.py's arith-tiny/, with its own RECIPE.json).
-    owned = {"tokenizer", MEDIA_DIR, *MODELS, *MM_MODELS}
+    owned = {"tokenizer", MEDIA_DIR, *MODELS, *MM_MODELS, *SPEECH_MODELS}
     files = {}
     for dirpath, dirnames, filenames in os.walk(out_root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
@@ -1199,7 +1210,7 @@ def write_manifest(out_root):
                 continue
             p = os.path.join(dirpath, f)
             files[os.path.relpath(p, out_root)] = sha256_file(p)
-    derived = [f"{m}/{w}" for m in (*MODELS, *MM_MODELS) if os.path.isdir(os.path.join(out_root, m))
+    derived = [f"{m}/{w}" for m in (*MODELS, *MM_MODELS, *SPEECH_MODELS) if os.path.isdir(os.path.join(out_root, m))
                for w in derived_files(m)]
     missing = [f for f in derived if f not in files]
     if missing:
@@ -1244,7 +1255,8 @@ def write_manifest(out_root):
                                     "the top only (lower bound = smallest value seen)",
                               "bounds": f"{n}/{CLAMPS_FILE}: committed, read at every build (no forward pass "
                                         f"decides a weight); --recalibrate-clamps calibrates them again"}}
-                      for n, s in MM_MODELS.items()}},
+                      for n, s in MM_MODELS.items()},
+                   **{n: whisper_fixture.manifest_entry() for n in SPEECH_MODELS}},
         "tokenizer_corpus": "first 60 *.py (sorted) + LICENSE.txt of the Python standard library",
         "mm_tokenizer": f"the same BPE with ids 0..{len(MM_SPECIAL_TOKENS) - 1} = {' '.join(MM_SPECIAL_TOKENS)}",
         "known_issues": KNOWN_ISSUES,
@@ -1267,7 +1279,7 @@ def write_manifest(out_root):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="fixtures directory (created if missing)")
-    names = ["tokenizer", *MODELS, *MM_MODELS]
+    names = ["tokenizer", *MODELS, *MM_MODELS, *SPEECH_MODELS]
     ap.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=f"build only these ({', '.join(names)})")
     ap.add_argument("--hf-only", action="store_true",
                     help="rebuild only the models' hf/ directories (the derived weights and tokenizer copies) "
@@ -1288,6 +1300,7 @@ def main(argv=None):
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     sel = set(args.only or names)
+    from . import whisper_fixture
     t0 = time.time()
     tok_dir = os.path.join(out, "tokenizer")
     if args.hf_only:
@@ -1295,7 +1308,7 @@ def main(argv=None):
             raise SystemExit("--hf-only rebuilds model hf/ directories only (not the tokenizer)")
         if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
             raise SystemExit(f"--hf-only needs the committed {tok_dir}")
-        rebuild_hf(out, [n for n in (*MODELS, *MM_MODELS) if n in sel])
+        rebuild_hf(out, [n for n in (*MODELS, *MM_MODELS, *SPEECH_MODELS) if n in sel])
         log(f"done in {time.time() - t0:.1f}s")
         return
     if "tokenizer" in sel or not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
@@ -1307,9 +1320,12 @@ def main(argv=None):
     for name in MM_MODELS:
         if name in sel:
             build_mm_model(name, out, recalibrate=args.recalibrate_clamps)
+    for name in SPEECH_MODELS:
+        if name in sel:
+            whisper_fixture.build(name, out)
     # The models not rebuilt keep their recorded weights: get back any that this checkout lacks
     # (derived, not committed) so that MANIFEST.json still records them.
-    lacking = [n for n in (*MODELS, *MM_MODELS) if n not in sel and os.path.isdir(os.path.join(out, n, "onnx"))
+    lacking = [n for n in (*MODELS, *MM_MODELS, *SPEECH_MODELS) if n not in sel and os.path.isdir(os.path.join(out, n, "onnx"))
                and not all(os.path.isfile(os.path.join(out, n, w)) for w in derived_files(n))]
     if lacking:
         rebuild_hf(out, lacking)

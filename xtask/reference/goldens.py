@@ -233,7 +233,53 @@ def pad_id(model, tok, eos):
     return pad
 
 
+def base_metadata(job, tok, generated, eos):
+    """The metadata every raw output carries (see the module doc)."""
+    return {
+        "format": RAW_FORMAT,
+        "case": str(job["case"]),
+        "prompt": job["prompt"],
+        "generated_text": tok.decode(generated.tolist(), skip_special_tokens=True),
+        "eos_token_id": json.dumps(eos),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+
+
+def run_speech_job(job):
+    """A speech-to-text (Whisper) job: speech.py makes the stream, written in the common raw format."""
+    from . import speech
+
+    for k in REQUIRED_MM:
+        if k not in job:
+            raise ReferenceError(f"missing key {k!r}")
+    n_new = job["max_new_tokens"]
+    eos = eos_ids(job.get("eos_token_id"), job.get("genai_config"))
+    tok = AutoTokenizer.from_pretrained(local_dir(job, "reference"), local_files_only=True)
+    r = speech.run(job, eos, n_new)
+    prompt_logits, generated, step_logits = r["prompt_logits"], r["generated"], r["step_logits"]
+    positions = position_summary(prompt_logits, r["prefill64"])
+    prefill = prompt_logits[-1].clone()
+    tensors = {
+        "input_ids": r["input_ids"][0].numpy(),
+        "prefill_logits": np.ascontiguousarray(prefill.numpy(), dtype=np.float32),
+        "prefill_logits_f64": np.ascontiguousarray(r["prefill64"][-1], dtype=np.float64),
+        "generated_tokens": generated.numpy(),
+        "step_logits": np.ascontiguousarray(step_logits.numpy(), dtype=np.float32),
+        **positions,
+        **r["mm"],
+    }
+    metadata = {**base_metadata(job, tok, generated, eos), "modality": "audio", "forced_prefix": json.dumps(r["prefix"])}
+    save_safetensors(tensors, metadata, job["out"])
+    noise = np.abs(prefill.numpy().astype(np.float64) - r["prefill64"][-1])
+    return (f"{job['case']}: prefix={r['prefix']} N={len(generated)} features={list(r['mm']['input.input_features'].shape)} "
+            f"encoder={list(r['mm']['audio_features'].shape)} fp32-vs-fp64 max={noise.max():.3g} "
+            f"tokens={generated.tolist()} -> {job['out']}")
+
+
 def run_job(job):
+    if job.get("task_type") == "speech-to-text":
+        return run_speech_job(job)
     modality = modality_of(job)
     multimodal = modality != "text"
     missing = [k for k in (REQUIRED_MM if multimodal else REQUIRED) if k not in job]
@@ -299,15 +345,7 @@ def run_job(job):
         "generated_tokens": generated.to(torch.int64).numpy(),
         "step_logits": np.ascontiguousarray(step_logits.numpy(), dtype=np.float32),
     }
-    metadata = {
-        "format": RAW_FORMAT,
-        "case": str(job["case"]),
-        "prompt": job["prompt"],
-        "generated_text": tok.decode(generated.tolist(), skip_special_tokens=True),
-        "eos_token_id": json.dumps(eos),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-    }
+    metadata = base_metadata(job, tok, generated, eos)
     extra = ""
     if dequantize is not None:
         metadata["dequantized_from"] = dequantize

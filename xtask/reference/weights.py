@@ -9,7 +9,7 @@ weights, recorded from the seeded model when it was created, proves that the pac
 
 mobius stores every Linear weight transposed (`<name>_t`, [in, out]) and every other parameter unchanged, under its
 HF name with a prefix per component; the multimodal package splits the model into four graphs and renames a few
-modules (RENAMES). A tied LM head is not saved (save_pretrained drops it), computed buffers (RoPE caches, the audio
+modules (MM_RENAMES), and Whisper's into two (WHISPER_RENAMES). A tied LM head is not saved (save_pretrained drops it), computed buffers (RoPE caches, the audio
 tower's relative position table) have no parameter, and int64 initializers are shapes. Every parameter must be found
 exactly once with its shape, and no other float initializer may be left over: a weight mobius renamed fails loudly
 here instead of being left at a random value.
@@ -37,6 +37,12 @@ MM_RENAMES = (
     ("model.audio_tower.subsample_conv_projection.layer1.norm.", "audio_encoder.encoder.subsample_conv_projection.norm1."),
     ("model.audio_tower.", "audio_encoder.encoder."),
     ("model.embed_audio.embedding_projection.", "audio_encoder.projector."),
+)
+# Whisper's two graphs (encoder/, decoder/) drop the `model.` prefix; the head lives under the decoder.
+WHISPER_RENAMES = (
+    ("model.encoder.", "encoder."),
+    ("model.decoder.", "decoder."),
+    ("proj_out.", "decoder.proj_out."),
 )
 # Float initializers that are computed, not parameters.
 COMPUTED = (".rotary_emb", ".cos_cache", ".sin_cache", ".self_attn.pos_embed")
@@ -73,8 +79,9 @@ def package_state_dict(pkg_dir, hf_dir, renames=()):
     from onnx import TensorProto, numpy_helper
 
     cfg = transformers.AutoConfig.from_pretrained(hf_dir)
+    auto = transformers.AutoModelForSpeechSeq2Seq if cfg.is_encoder_decoder else transformers.AutoModelForCausalLM
     with torch.device("meta"):
-        ref = transformers.AutoModelForCausalLM.from_config(cfg)
+        ref = auto.from_config(cfg)
     want = {k: tuple(v.shape) for k, v in ref.state_dict().items()}
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     tied = getattr(cfg, "tie_word_embeddings", False) or getattr(text, "tie_word_embeddings", False)

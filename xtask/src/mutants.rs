@@ -30,6 +30,8 @@ enum Part {
     Decoder,
     Vision,
     Speech,
+    /// An encoder-decoder's encoder (Whisper's `encoder/model.onnx`).
+    Encoder,
 }
 
 impl Part {
@@ -38,7 +40,7 @@ impl Part {
         match self {
             Part::Decoder => true,
             Part::Vision => matches!(modality, Modality::Image | Modality::ImageAudio),
-            Part::Speech => matches!(modality, Modality::Audio | Modality::ImageAudio),
+            Part::Speech | Part::Encoder => matches!(modality, Modality::Audio | Modality::ImageAudio),
         }
     }
 }
@@ -276,6 +278,86 @@ const MUTANTS: &[Mutant] = &[
         dtype: Dtype::F32,
         part: Part::Decoder,
         patch: |m, _| unknown_operator(m, "Gather", "Gathex"),
+    },
+    // Whisper (speech-to-text): the encoder-decoder path, on the tiny fixture.
+    Mutant {
+        real: false,
+        name: "whisper-cross-attn-states-x1.01",
+        bug: "the encoder states scaled by 1.01 where layer 0's cross-attention reads them (its K and V projections x1.01)",
+        case: "whisper-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| {
+            let k = scale_matmul_weight(m, "layers.0.encoder_attn.k_proj", 1.01)?;
+            let v = scale_matmul_weight(m, "layers.0.encoder_attn.v_proj", 1.01)?;
+            Ok(format!("{k}; {v}"))
+        },
+    },
+    Mutant {
+        real: false,
+        name: "whisper-cross-attn-wrong-layer",
+        bug: "layer 1's cross-attention reads the encoder states through layer 0's K and V projections",
+        case: "whisper-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| {
+            let mut done = Vec::new();
+            for proj in ["k_proj", "v_proj"] {
+                let from = matmul_weight(m, &format!("layers.0.encoder_attn.{proj}"))?;
+                let to = matmul_weight(m, &format!("layers.1.encoder_attn.{proj}"))?;
+                let values = m.floats(&from)?;
+                m.set_floats(&to, &values)?;
+                done.push(format!("`{to}` = `{from}`"));
+            }
+            Ok(done.join("; "))
+        },
+    },
+    Mutant {
+        real: false,
+        name: "whisper-decoder-positions-off-by-one",
+        bug: "the decoder's learned positions off by one (position p reads row p + 1)",
+        case: "whisper-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| shift_rows(m, "decoder.embed_positions.weight"),
+    },
+    Mutant {
+        real: false,
+        name: "whisper-encoder-positions-off-by-one",
+        bug: "the encoder's positional table off by one (frame f reads row f + 1)",
+        case: "whisper-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Encoder,
+        patch: |m, _| shift_rows(m, "encoder.embed_positions.weight"),
+    },
+    Mutant {
+        real: false,
+        name: "whisper-features-zeroed",
+        bug: "the log-mel features never reach the encoder (its first convolution's weights zeroed: the audio-never-heard class)",
+        case: "whisper-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Encoder,
+        patch: |m, _| {
+            let name = "encoder.conv1.weight";
+            let n = m.floats(name)?.len();
+            m.set_floats(name, &vec![0.0; n])?;
+            Ok(format!("`{name}` ({n} values) zeroed"))
+        },
+    },
+    Mutant {
+        real: false,
+        name: "whisper-kv-cache-read-swapped",
+        bug: "decode-only: the decoder's layer 0 self-attention reads its cached keys as values and its values as keys",
+        case: "whisper-tiny",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| swap_past_kv(m, 0),
     },
     // The real tier: the same bug classes on trained models, where honest error is ~100x the tiny fixtures'.
     Mutant {
@@ -555,6 +637,17 @@ fn scale_rope_theta(m: &mut Model, factor: f64) -> Result<String, String> {
     Ok(format!("RoPE tables {names:?} (+ sin) recomputed for theta x{factor}"))
 }
 
+/// A learned position table `[positions, dim]` read one row late: row p becomes row p + 1 (the last row stays).
+fn shift_rows(m: &mut Model, name: &str) -> Result<String, String> {
+    let t = m.tensor(name)?;
+    let [rows, cols] = t.dims[..] else { return Err(format!("{}: `{name}` has shape {:?}, expected 2-D", m.path.display(), t.dims)) };
+    let (rows, cols) = (rows as usize, cols as usize);
+    let mut v = m.floats(name)?;
+    v.copy_within(cols.., 0);
+    m.set_floats(name, &v)?;
+    Ok(format!("`{name}` [{rows}, {cols}]: row p = old row p + 1"))
+}
+
 fn zero_per_layer_embeddings(m: &mut Model) -> Result<String, String> {
     let tables: Vec<String> =
         m.graph.initializers.iter().filter(|t| t.name.contains("embed_tokens_per_layer")).map(|t| t.name.clone()).collect();
@@ -723,6 +816,10 @@ fn part_file(package: &Path, part: Part) -> Result<PathBuf, String> {
         Part::Decoder => mobius_conformance::feed::package::package_model(package).map_err(|e| e.to_string()),
         Part::Vision => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.vision, "vision"),
         Part::Speech => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.speech, "speech"),
+        Part::Encoder => {
+            let cfg = GenaiConfig::load(package).map_err(|e| e.to_string())?;
+            Ok(package.join(mobius_conformance::run::speech::encoder_component(&cfg).file))
+        }
     }
 }
 

@@ -291,6 +291,7 @@ fn plan_job(
         "eos_token_id": case.spec.generation.eos_token_id,
         "genai_config": genai.map(|(g, _)| g),
         "trust_remote_code": case.spec.trust_remote_code,
+        "task_type": case.spec.task_type,
         "out": raw,
     });
     if let Some(model) = &dequantize {

@@ -7,7 +7,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every bug class, by mutant name.
-const MUTANTS: [&str; 21] = [
+const MUTANTS: [&str; 27] = [
     "weight-x1.01",
     "softcap-dropped",
     "window-mask-off-by-one",
@@ -29,6 +29,12 @@ const MUTANTS: [&str; 21] = [
     "int4-zero-point-off-by-one",
     "int4-nibbles-swapped",
     "unloadable-in-xfail",
+    "whisper-cross-attn-states-x1.01",
+    "whisper-cross-attn-wrong-layer",
+    "whisper-decoder-positions-off-by-one",
+    "whisper-encoder-positions-off-by-one",
+    "whisper-features-zeroed",
+    "whisper-kv-cache-read-swapped",
 ];
 
 #[test]

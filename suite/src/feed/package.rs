@@ -63,6 +63,12 @@ impl Component {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GenaiConfig {
     pub decoder_file: Option<String>,
+    /// `model.decoder`: its file and the names it maps its roles to (`input_ids` -> `decoder_input_ids`, ...).
+    pub decoder: Option<Component>,
+    /// `model.encoder`: an encoder-decoder's encoder (Whisper's, from log-mel `input_features`).
+    pub encoder: Option<Component>,
+    /// `model.type`, as genai reads it (`whisper`, `gemma3_text`, ...; mobius writes `unknown` for some).
+    pub model_type: Option<String>,
     pub eos_token_ids: Vec<i64>,
     pub embedding: Option<Component>,
     pub vision: Option<Component>,
@@ -121,9 +127,17 @@ impl GenaiConfig {
                 })?),
             };
         let decoder = Component::parse(model, "decoder", file)?;
+        let model_type = match &model["type"] {
+            Value::Null => None,
+            Value::String(t) => Some(t.clone()),
+            other => bail!("{file}: field `model.type` is {}, expected a string", kind(other)),
+        };
         Ok(GenaiConfig {
             vocab_size,
-            decoder_file: decoder.map(|d| d.file),
+            decoder_file: decoder.as_ref().map(|d| d.file.clone()),
+            decoder,
+            encoder: Component::parse(model, "encoder", file)?,
+            model_type,
             eos_token_ids,
             embedding: Component::parse(model, "embedding", file)?,
             vision: Component::parse(model, "vision", file)?,
@@ -134,7 +148,7 @@ impl GenaiConfig {
 
     /// Every model file the config names (decoder first), relative to the package.
     pub fn files(&self) -> Vec<&str> {
-        let parts = [&self.embedding, &self.vision, &self.speech];
+        let parts = [&self.encoder, &self.embedding, &self.vision, &self.speech];
         self.decoder_file.iter().map(String::as_str).chain(parts.into_iter().flatten().map(|c| c.file.as_str())).collect()
     }
 }
@@ -144,7 +158,7 @@ fn bad_id(file: &str, v: &Value) -> Error {
 }
 
 /// What a JSON value is, for messages (never its content: the file may not be ours to echo).
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

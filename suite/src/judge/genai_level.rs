@@ -90,7 +90,7 @@ pub fn judge(
     let mut failure = None;
     if prompt.is_some() {
         status = Verdict::Fail;
-        failure = Some(Failure { kind: FailureKind::Prompt, max_abs_diff: None, first_step: None, first_position: None });
+        failure = Some(Failure::of(FailureKind::Prompt));
     }
     let mut max_abs_diff = None;
     let prefill = match (goldens.prefill, prefill_logits) {
@@ -110,7 +110,7 @@ pub fn judge(
         let r = verdict::judge_generation(tokens, golden, None, tol);
         let first_step = r.first_divergence.as_ref().map(|d| d.index);
         if r.verdict == Verdict::Fail && failure.is_none() {
-            failure = Some(Failure { kind: FailureKind::Tokens, max_abs_diff: None, first_step, first_position: None });
+            failure = Some(Failure { first_step, ..Failure::of(FailureKind::Tokens) });
         }
         status = worst(status, r.verdict);
         first_divergence = first_step;

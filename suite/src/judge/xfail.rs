@@ -30,6 +30,8 @@ pub enum FailureKind {
     /// The package's logits rows have another length than the golden's vocabulary (checked before finiteness, so an
     /// expected `non_finite` never absorbs it).
     VocabSize,
+    /// genai: onnxruntime-genai refused to load or run the package; an expectation names what its error says.
+    Refused,
 }
 
 impl FailureKind {
@@ -42,6 +44,7 @@ impl FailureKind {
             FailureKind::Prompt => "prompt",
             FailureKind::NonFinite => "non_finite",
             FailureKind::VocabSize => "vocab_size",
+            FailureKind::Refused => "refused",
         }
     }
 
@@ -54,6 +57,7 @@ impl FailureKind {
             FailureKind::Prompt,
             FailureKind::NonFinite,
             FailureKind::VocabSize,
+            FailureKind::Refused,
         ]
         .into_iter()
         .find(|k| k.name() == s)
@@ -69,6 +73,7 @@ impl FailureKind {
             FailureKind::Prompt => "genai's processor prompt differs from Hugging Face's",
             FailureKind::NonFinite => "logits are NaN or infinite",
             FailureKind::VocabSize => "the logits' vocabulary is not the golden's",
+            FailureKind::Refused => "onnxruntime-genai refused the package",
         }
     }
 
@@ -82,6 +87,7 @@ impl FailureKind {
             FailureKind::Prompt => &[Level::Genai],
             FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy],
             FailureKind::VocabSize => &[Level::L4, Level::L5, Level::Genai],
+            FailureKind::Refused => &[Level::Genai],
         }
     }
 }
@@ -97,14 +103,14 @@ impl<'de> Deserialize<'de> for FailureKind {
         let s = String::deserialize(d)?;
         FailureKind::parse(&s).ok_or_else(|| {
             de::Error::custom(format!(
-                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size"
+                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused"
             ))
         })
     }
 }
 
 /// A verdict's failure, in the numbers an expectation states.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
     pub kind: FailureKind,
     /// The largest |package - reference| logit difference the verdict measured (L4: over the last position's
@@ -114,14 +120,26 @@ pub struct Failure {
     pub first_step: Option<usize>,
     /// L4: the first prompt position whose logits leave tolerance (goldens that store every position).
     pub first_position: Option<usize>,
+    /// `refused`: onnxruntime-genai's own error, as it gave it.
+    pub refusal: Option<String>,
 }
 
 impl Failure {
+    /// A failure of `kind` with nothing measured yet.
+    pub fn of(kind: FailureKind) -> Failure {
+        Failure { kind, max_abs_diff: None, first_step: None, first_position: None, refusal: None }
+    }
+
+    /// genai's refusal of the package, with its error.
+    pub fn refused(error: String) -> Failure {
+        Failure { refusal: Some(error), ..Failure::of(FailureKind::Refused) }
+    }
+
     /// A prefill-logits failure measured as `max_abs_diff`: `non_finite` when that is NaN or infinite (the package
     /// computed no number there), else `logits`.
     pub fn prefill(max_abs_diff: Option<f64>) -> Failure {
         let kind = if max_abs_diff.is_some_and(|d| !d.is_finite()) { FailureKind::NonFinite } else { FailureKind::Logits };
-        Failure { kind, max_abs_diff, first_step: None, first_position: None }
+        Failure { max_abs_diff, ..Failure::of(kind) }
     }
 }
 
@@ -137,6 +155,9 @@ impl fmt::Display for Failure {
         }
         if let Some(p) = self.first_position {
             write!(f, ", first_position: {p}")?;
+        }
+        if let Some(m) = &self.refusal {
+            write!(f, ", message: {m:?}")?;
         }
         write!(f, " }} ({})", self.kind.describe())
     }
@@ -164,6 +185,10 @@ pub enum Mismatch {
         got: Option<usize>,
         expected: usize,
     },
+    /// genai refused the package, but its error does not say what the entry expects.
+    Message {
+        expected: String,
+    },
     /// The entry states no failure to expect.
     NoneStated,
 }
@@ -185,6 +210,7 @@ impl fmt::Display for Mismatch {
             Mismatch::Position { got, expected } => {
                 write!(f, "the logits leave tolerance from prompt position {}, not from the expected position {expected}", none(got))
             }
+            Mismatch::Message { expected } => write!(f, "genai's error does not contain the expected {expected:?}"),
             Mismatch::NoneStated => f.write_str("the xfail entry states no expected failure"),
         }
     }
@@ -204,6 +230,10 @@ pub struct Expect {
     /// L4 `logits`: the exact prompt position where the logits first leave tolerance (optional).
     #[serde(default)]
     pub first_position: Option<usize>,
+    /// `refused`: text genai's error must contain (required for that kind: a refusal for another reason is another
+    /// failure).
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 impl Expect {
@@ -230,6 +260,11 @@ impl Expect {
         {
             return Some(Mismatch::Position { got: got.first_position, expected: p });
         }
+        if let Some(m) = &self.message
+            && !got.refusal.as_deref().is_some_and(|r| r.contains(m.as_str()))
+        {
+            return Some(Mismatch::Message { expected: m.clone() });
+        }
         None
     }
 
@@ -254,6 +289,16 @@ impl Expect {
                 "{at}.first_position` is given, but only L4's `logits` failure has a prompt position (genai judges the last one)"
             ));
         }
+        match (kind, &self.message) {
+            (FailureKind::Refused, None) => {
+                return Err(format!("{at}.message` is missing: a `refused` failure states text genai's error contains"));
+            }
+            (FailureKind::Refused, Some(m)) if m.trim().is_empty() => {
+                return Err(format!("{at}.message` is empty: state text genai's error contains"));
+            }
+            (FailureKind::Refused, Some(_)) | (_, None) => {}
+            (_, Some(_)) => return Err(format!("{at}.message` is given, but only a `refused` failure has an error message")),
+        }
         if let Some([lo, hi]) = self.max_abs_diff
             && !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi)
         {
@@ -274,6 +319,9 @@ impl fmt::Display for Expect {
         }
         if let Some(p) = self.first_position {
             write!(f, ", first_position: {p}")?;
+        }
+        if let Some(m) = &self.message {
+            write!(f, ", message: {m:?}")?;
         }
         write!(f, " }} ({})", self.failure.describe())
     }
@@ -370,7 +418,33 @@ mod tests {
     }
 
     fn failure(kind: FailureKind, max_abs_diff: Option<f64>, first_step: Option<usize>) -> Failure {
-        Failure { kind, max_abs_diff, first_step, first_position: None }
+        Failure { max_abs_diff, first_step, ..Failure::of(kind) }
+    }
+
+    #[test]
+    fn a_refusal_is_expected_by_what_genai_said() {
+        let e = expect(r#"{ failure: refused, message: 'Unknown value "decoder_input_ids"' }"#);
+        let said = |m: &str| Failure::refused(m.to_string());
+        assert_eq!(e.mismatch(Some(&said(r#"JSON Error: model:decoder:inputs: Unknown value "decoder_input_ids" at line 15"#))), None);
+        let why = e.mismatch(Some(&said("Decoder-only CPU embedding requires the dynamic-batching Engine."))).unwrap().to_string();
+        assert!(why.contains(r#"does not contain the expected "Unknown value \"decoder_input_ids\"""#), "{why}");
+        let why = e.mismatch(Some(&failure(FailureKind::Tokens, None, Some(0)))).unwrap().to_string();
+        assert!(why.contains("the failure is tokens"), "{why}");
+        let entry = |e: &str| Xfail {
+            levels: vec![Level::Genai],
+            eps: vec![],
+            dtypes: vec![],
+            modalities: vec![],
+            reason: "r".into(),
+            expect: Some(expect(e)),
+        };
+        let err = validate(&[entry("{ failure: refused }")]).unwrap_err();
+        assert!(err.contains("`xfail.expect.message` is missing"), "{err}");
+        let err = validate(&[entry("{ failure: tokens, first_step: 1, message: x }")]).unwrap_err();
+        assert!(err.contains("only a `refused` failure has an error message"), "{err}");
+        let err = validate(&[Xfail { levels: vec![Level::L5], ..entry("{ failure: refused, message: x }") }]).unwrap_err();
+        assert!(err.contains("only a genai trial gives"), "{err}");
+        assert!(validate(&[entry("{ failure: refused, message: x }")]).is_ok());
     }
 
     #[test]

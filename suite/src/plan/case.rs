@@ -448,8 +448,19 @@ impl Case {
 
     /// The prompt the goldens were made from (a case with several prompts is split into one case per prompt when
     /// the suite loads it: see [`crate::plan::corpus::per_prompt`]).
+    /// The case's prompt. A speech-to-text case has no text prompt: its prompt is its clip, named by its file name
+    /// (as mobius' goldens record it), and the decoder's prefix is what the model's generation config forces.
     pub fn prompt(&self) -> Option<&str> {
-        self.spec.inputs.prompts.first().map(String::as_str)
+        if let Some(p) = self.spec.inputs.prompts.first() {
+            return Some(p);
+        }
+        let clip = self.spec.inputs.audio.first().filter(|_| self.is_speech_to_text())?;
+        Some(clip.rsplit('/').next().unwrap_or(clip))
+    }
+
+    /// An encoder-decoder speech recognizer (mobius' `speech-to-text`).
+    pub fn is_speech_to_text(&self) -> bool {
+        self.spec.task_type == "speech-to-text"
     }
 
     pub fn max_new_tokens(&self) -> u32 {

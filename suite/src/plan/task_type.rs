@@ -5,7 +5,8 @@
 //! classifier, an encoder-decoder, a drafter that needs its target's hidden states) would be judged as something it
 //! is not, so its trials skip and name the task type. A task type outside mobius' schema is an error in the case.
 
-/// How the suite treats a task type.
+/// How the suite treats a task type. `speech-to-text` runs through the encoder-decoder pipeline: log-mel features
+/// into the package's encoder, its states into the decoder at every step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Support {
     /// A decoder-only language model (with media, through the package's embedding session): every level runs.
@@ -29,7 +30,8 @@ pub const TASK_TYPES: &[(&str, Support)] = &[
     ("depth-estimation", Support::Unsupported(DENSE)),
     ("image-to-image", Support::Unsupported(DENSE)),
     ("seq2seq", Support::Unsupported(SEQ2SEQ)),
-    ("speech-to-text", Support::Unsupported(SEQ2SEQ)),
+    // Whisper-style encoder + decoder packages: the encoder-decoder pipeline (`run::speech`).
+    ("speech-to-text", Support::Runs),
     ("image-to-text", Support::Unsupported(SEQ2SEQ)),
     ("audio-to-audio", Support::Unsupported(AUDIO_OUT)),
     ("codec", Support::Unsupported(AUDIO_OUT)),

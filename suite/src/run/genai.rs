@@ -331,6 +331,13 @@ pub struct Run {
     pub library: PathBuf,
 }
 
+/// onnxruntime-genai's refusal of a package: its config or model did not load. `message` is genai's own error, with
+/// the step it failed at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub message: String,
+}
+
 /// A package loaded in onnxruntime-genai, ready to generate (kept warm across runs by a caller that times them).
 pub struct Model {
     api: &'static Api,
@@ -342,22 +349,32 @@ impl Model {
     /// Loads `package` (a folder with `genai_config.json`) on `provider`. Errors carry genai's own message: a package
     /// genai refuses fails here.
     pub fn load(package: &Path, provider: Provider) -> Result<Model> {
+        Model::open(package, provider)?.map_err(|r| Error::new(r.message))
+    }
+
+    /// [`Model::load`], telling genai's refusal of the package (its config or model) from a failure to reach genai
+    /// at all (the library, a path it cannot take), which stays an error.
+    pub fn open(package: &Path, provider: Provider) -> Result<std::result::Result<Model, Refusal>> {
         let api = api()?;
         // After the library is bound: installing and loading it is not genai's running time.
         let _t = Inside::start();
         let dir = cstring(&package.to_string_lossy(), "the package path")?;
+        let refused = |e: Error| Refusal { message: e.to_string() };
         // SAFETY: out-pointers to locals, a CString alive across the calls; the objects are owned on return.
-        unsafe {
-            let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
-            api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
-            api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
-            if let Provider::Cuda { .. } = provider {
-                api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
-            }
-            let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
-            api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
-            Ok(Model { api, model, _config: config })
-        }
+        let model = unsafe {
+            || -> Result<Model> {
+                let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
+                api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
+                api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
+                if let Provider::Cuda { .. } = provider {
+                    api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
+                }
+                let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
+                api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
+                Ok(Model { api, model, _config: config })
+            }()
+        };
+        Ok(model.map_err(refused))
     }
 
     /// Appends `ids` and generates up to `max_new` tokens greedily.
@@ -494,11 +511,6 @@ unsafe fn int_tensor(api: &Api, t: *mut OgaTensor) -> Result<Vec<i64>> {
             _ => bail!("onnxruntime-genai returned input_ids of element type {ty}, expected int32 or int64"),
         })
     }
-}
-
-/// Loads `package` in onnxruntime-genai on `provider`, appends `ids` and generates up to `max_new` tokens greedily.
-pub fn greedy(package: &Path, provider: Provider, ids: &[i64], max_new: usize) -> Result<Run> {
-    Model::load(package, provider)?.greedy(ids, max_new)
 }
 
 /// The generator's current last-position logits, copied out ([batch = 1, (1,) vocab] float32).

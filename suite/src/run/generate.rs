@@ -11,10 +11,12 @@ use crate::numeric::{NonFiniteRow, PositionLogits, Step, TopK, argmax};
 use crate::run::runtime::{Decoder, Encoder, StepInput};
 
 /// Turns token ids into what the decoder takes: the ids themselves, or embeddings from the package's embedding
-/// session, with the media features on the prompt step only.
+/// session, with the media features on the prompt step only; or, for an encoder-decoder, the ids with the
+/// encoder's states that every call reads (bound once per stream).
 pub enum Front<'a> {
     Ids,
     Embedding(&'a Embedder),
+    CrossAttention(&'a Features),
 }
 
 /// An encoder's output, kept on the host: fed to the embedding session once, compared with the reference's.
@@ -25,8 +27,16 @@ pub struct Features {
 }
 
 impl Features {
-    fn from_value(v: &DynValue, what: &str) -> Result<Features> {
-        let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Error::new(format!("{what}: {e}")))?;
+    /// An encoder output as f32 (a half-precision build's, widened exactly).
+    pub fn from_value(v: &DynValue, what: &str) -> Result<Features> {
+        let err = |e: ort::Error| Error::new(format!("{what}: {e}"));
+        if let Ok((shape, data)) = v.try_extract_tensor::<half::f16>() {
+            return Ok(Features { shape: shape.to_vec(), data: data.iter().map(|x| x.to_f32()).collect() });
+        }
+        if let Ok((shape, data)) = v.try_extract_tensor::<half::bf16>() {
+            return Ok(Features { shape: shape.to_vec(), data: data.iter().map(|x| x.to_f32()).collect() });
+        }
+        let (shape, data) = v.try_extract_tensor::<f32>().map_err(err)?;
         Ok(Features { shape: shape.to_vec(), data: data.to_vec() })
     }
 
@@ -48,6 +58,14 @@ pub struct Embedder {
 }
 
 impl Front<'_> {
+    /// The encoder states an encoder-decoder's decoder reads; `None` for a decoder-only model.
+    pub fn context(&self) -> Option<&Features> {
+        match self {
+            Front::CrossAttention(f) => Some(f),
+            Front::Ids | Front::Embedding(_) => None,
+        }
+    }
+
     pub fn input(&self, ids: &[i64], prompt_step: bool) -> Result<StepInput> {
         let Front::Embedding(e) = self else { return Ok(StepInput::Ids(ids.to_vec())) };
         let c = &e.component;
@@ -74,7 +92,7 @@ impl Front<'_> {
 
 /// Last-position logits of a prefill over `ids`.
 pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>> {
-    let mut cache = decoder.new_cache()?;
+    let mut cache = decoder.new_cache_with(front.context())?;
     let out = decoder.step(front.input(ids, true)?, &mut cache)?;
     Ok(out.logits)
 }
@@ -82,7 +100,7 @@ pub fn prefill(decoder: &Decoder, front: &Front, ids: &[i64]) -> Result<Vec<f32>
 /// [`prefill`], and every prompt position in brief: its logits at `watch[p]` (the golden's ids for position `p`) and
 /// its logsumexp.
 pub fn prefill_positions(decoder: &Decoder, front: &Front, ids: &[i64], watch: &[&[i64]]) -> Result<(Vec<f32>, Vec<PositionLogits>)> {
-    let (out, positions) = decoder.prefill_positions(front.input(ids, true)?, watch)?;
+    let (out, positions) = decoder.prefill_positions(front.input(ids, true)?, front.context(), watch)?;
     Ok((out.logits, positions))
 }
 
@@ -102,6 +120,36 @@ impl Generated {
     }
 }
 
+/// Token ids greedy decoding never chooses, as Hugging Face's `generate()` applies them from a model's
+/// `generation_config.json` (`suppress_tokens` at every step, `begin_suppress_tokens` at the first generated one:
+/// Whisper's). The logits themselves are kept raw: only the choice skips these ids.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Suppress {
+    pub always: Vec<i64>,
+    pub at_begin: Vec<i64>,
+}
+
+impl Suppress {
+    /// The argmax of `logits` over the ids step `step` may choose (the plain argmax when nothing is suppressed).
+    pub fn choose(&self, logits: &[f32], step: usize) -> usize {
+        let banned = |i: usize| {
+            let i = i as i64;
+            self.always.contains(&i) || (step == 0 && self.at_begin.contains(&i))
+        };
+        if self.always.is_empty() && (step > 0 || self.at_begin.is_empty()) {
+            return argmax(logits);
+        }
+        // As `argmax`: the first of equal maxima; a NaN row keeps the first allowed id.
+        let mut best: Option<(usize, f32)> = None;
+        for (i, &x) in logits.iter().enumerate().filter(|&(i, _)| !banned(i)) {
+            if best.is_none_or(|(_, b)| x > b) {
+                best = Some((i, x));
+            }
+        }
+        best.map_or(0, |(i, _)| i)
+    }
+}
+
 /// Greedy decoding: up to `max_new_tokens`, stopping after an EOS token (which is kept, as Hugging Face does).
 /// With `forced`, the given tokens are fed back instead of the package's choices (teacher forcing), and the run
 /// lasts exactly `forced.len()` steps, so every step can be compared with the reference's. Step `i` keeps the logits
@@ -115,6 +163,21 @@ pub fn greedy(
     forced: Option<&[i64]>,
     watch: &[&[i64]],
 ) -> Result<Generated> {
+    greedy_with(decoder, front, prompt, max_new_tokens, eos, forced, watch, &Suppress::default())
+}
+
+/// [`greedy`], never choosing the ids `suppress` bans.
+#[allow(clippy::too_many_arguments)]
+pub fn greedy_with(
+    decoder: &Decoder,
+    front: &Front,
+    prompt: &[i64],
+    max_new_tokens: usize,
+    eos: &[i64],
+    forced: Option<&[i64]>,
+    watch: &[&[i64]],
+    suppress: &Suppress,
+) -> Result<Generated> {
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
     if limit > crate::vocab::MAX_NEW_TOKENS as usize {
         bail!(
@@ -122,7 +185,7 @@ pub fn greedy(
             crate::vocab::MAX_NEW_TOKENS
         );
     }
-    let mut run = decoder.start(prompt.len() + limit)?;
+    let mut run = decoder.start_with(prompt.len() + limit, front.context())?;
     let prefill_logits = decoder.advance(&mut run, front.input(prompt, true)?)?.to_vec();
     let mut tokens: Vec<i64> = Vec::with_capacity(limit);
     let mut steps = Vec::with_capacity(limit);
@@ -130,11 +193,11 @@ pub fn greedy(
         let logits = match tokens.last() {
             None => &prefill_logits[..],
             Some(&fed) => match front {
-                Front::Ids => decoder.advance_token(&mut run, fed)?,
+                Front::Ids | Front::CrossAttention(_) => decoder.advance_token(&mut run, fed)?,
                 Front::Embedding(_) => decoder.advance(&mut run, front.input(&[fed], false)?)?,
             },
         };
-        let chosen = argmax(logits) as i64;
+        let chosen = suppress.choose(logits, i) as i64;
         let watched = watch.get(i).map_or_else(Vec::new, |ids| {
             ids.iter().map(|&id| usize::try_from(id).ok().and_then(|id| logits.get(id)).copied().unwrap_or(f32::NAN)).collect()
         });

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result, bail};
 use crate::feed::inputs::{Inputs, TensorData};
-use crate::run::generate::{self, Embedder, Front};
+use crate::run::generate::{self, Embedder, Features, Front};
 use crate::run::runtime::{self, Provider};
 use crate::vocab::Level;
 
@@ -12,6 +12,8 @@ use crate::vocab::Level;
 /// features its vision and audio encoders computed from the stored inputs.
 pub struct Pipeline {
     embedder: Option<Embedder>,
+    /// An encoder-decoder's encoder states ([`crate::run::speech`]).
+    speech: Option<Features>,
 }
 
 fn tensor<'a>(inputs: &'a Inputs, name: &str, file: &str) -> Result<(&'a [i64], &'a TensorData)> {
@@ -26,6 +28,14 @@ fn wrong_type(file: &str, name: &str, want: &str) -> Error {
 impl Pipeline {
     pub fn build(package: &Path, decoder: &runtime::Decoder, provider: Provider, inputs: &Inputs, file: &str) -> Result<Pipeline> {
         let has_media = inputs.tensors.iter().any(|t| t.name != "input_ids");
+        let config = crate::feed::package::GenaiConfig::load_if_present(package)?;
+        if let Some(cfg) = config.as_ref().filter(|c| crate::run::speech::is_encoder_decoder(c, decoder)) {
+            let states = crate::run::speech::encode(package, cfg, decoder, provider, inputs, file)?;
+            return Ok(Pipeline { embedder: None, speech: Some(states) });
+        }
+        if decoder.io.context.is_some() {
+            bail!("{}: the decoder reads encoder states, but the package has no genai_config.json naming its encoder", package.display());
+        }
         if decoder.io.token_input == runtime::TokenInput::Ids {
             if has_media {
                 return Err(Error::new(format!(
@@ -33,9 +43,10 @@ impl Pipeline {
                     package.display()
                 )));
             }
-            return Ok(Pipeline { embedder: None });
+            return Ok(Pipeline { embedder: None, speech: None });
         }
-        let cfg = crate::feed::package::GenaiConfig::load(package)?;
+        let cfg =
+            config.ok_or_else(|| Error::new(format!("{}: no genai_config.json: its embedding session is not named", package.display())))?;
         let component = |c: Option<crate::feed::package::Component>, what: &str| {
             c.ok_or_else(|| Error::new(format!("{}/genai_config.json: no `model.{what}` session", package.display())))
         };
@@ -78,17 +89,33 @@ impl Pipeline {
             }
             audio_features = Some(generate::encode_audio(&audio, &c, (fs, fv), (ms, mv))?);
         }
-        Ok(Pipeline { embedder: Some(Embedder { session, component: embed_c, image_features, audio_features, hidden }) })
+        Ok(Pipeline { embedder: Some(Embedder { session, component: embed_c, image_features, audio_features, hidden }), speech: None })
     }
 
     pub fn front(&self) -> Front<'_> {
-        self.embedder.as_ref().map_or(Front::Ids, Front::Embedding)
+        match (&self.speech, &self.embedder) {
+            (Some(states), _) => Front::CrossAttention(states),
+            (None, e) => e.as_ref().map_or(Front::Ids, Front::Embedding),
+        }
+    }
+
+    /// Whether the package is an encoder-decoder one.
+    pub fn is_speech(&self) -> bool {
+        self.speech.is_some()
     }
 
     /// What one encoder computed from the stored inputs, and the prompt's last logits with its features and with
     /// them zeroed (the check that the media reach the decoder). Judged by [`crate::judge::component`].
     pub fn component_outputs(&self, level: Level, prefill: impl Fn(&Pipeline) -> Result<Vec<f32>>) -> Result<ComponentRun> {
         let (component, _) = level.features();
+        if let Some(states) = &self.speech {
+            if level != Level::AudioEncoder {
+                bail!("{component}: an encoder-decoder package has an audio encoder only");
+            }
+            let with = prefill(self)?;
+            let zeroed = prefill(&Pipeline { embedder: None, speech: Some(states.zeroed()) })?;
+            return Ok(ComponentRun { shape: states.shape.clone(), features: states.data.clone(), with, zeroed });
+        }
         let e = self.embedder.as_ref().ok_or_else(|| Error::new(format!("{component}: the package has no embedding session")))?;
         let got = if level == Level::VisionEncoder { &e.image_features } else { &e.audio_features };
         let got = got.as_ref().ok_or_else(|| Error::new(format!("{component}: the inputs have no media for it")))?;
@@ -97,7 +124,7 @@ impl Pipeline {
             let mut e = e.clone();
             let slot = if level == Level::VisionEncoder { &mut e.image_features } else { &mut e.audio_features };
             *slot = slot.as_ref().map(generate::Features::zeroed);
-            prefill(&Pipeline { embedder: Some(e) })?
+            prefill(&Pipeline { embedder: Some(e), speech: None })?
         };
         Ok(ComponentRun { shape: got.shape.clone(), features: got.data.clone(), with, zeroed })
     }

@@ -15,6 +15,7 @@ use ort::value::{DynValue, Tensor, TensorElementType};
 use crate::error::{Error, Result, bail};
 use crate::numeric::PositionLogits;
 use crate::run::bootstrap::{self, Flavor};
+use crate::run::generate::Features;
 use crate::run::sessions::{self, SessionCache, Shared};
 use crate::vocab::{Device, Ep};
 
@@ -187,12 +188,13 @@ pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
     let rt = runtime()?;
     let loaded = cached(rt, model, provider, || {
         let session = create_session(&rt.env, model, provider)?;
-        let io = DecoderIo::discover(&session).map_err(|e| e.context(model.display()))?;
-        // The package says whether its cache can be shared in place; only a GroupQueryAttention graph (no
-        // `position_ids`) reads past and writes present in one buffer.
-        let share_buffer = !io.has_position_ids
-            && io.has_attention_mask
-            && model.parent().and_then(|p| crate::feed::package::GenaiConfig::load(p).ok()).is_some_and(|c| c.share_buffer);
+        // The package's genai_config.json sits beside the decoder, or one folder up (a multi-model package's
+        // `decoder/model.onnx`); it names the decoder's tensors and says whether its cache can be shared.
+        let config = model.ancestors().skip(1).take(2).find_map(|p| crate::feed::package::GenaiConfig::load_if_present(p).ok().flatten());
+        let roles = config.as_ref().and_then(|c| c.decoder.clone()).unwrap_or_default();
+        let io = DecoderIo::discover(&session, &roles).map_err(|e| e.context(model.display()))?;
+        // Only a GroupQueryAttention graph (no `position_ids`) reads past and writes present in one buffer.
+        let share_buffer = !io.has_position_ids && io.has_attention_mask && config.is_some_and(|c| c.share_buffer);
         Ok(Loaded::Decoder(Arc::new(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })))
     })?;
     match loaded {
@@ -310,12 +312,36 @@ pub enum TokenInput {
     Embeds { per_layer: bool },
 }
 
-/// What the decoder takes and returns, read from the session itself.
+/// The decoder's tensor names: genai_config.json's `model.decoder.inputs` / `outputs` where it maps a role (a
+/// Whisper decoder takes `decoder_input_ids`), else the role's own name; checked against the session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderNames {
+    pub input_ids: String,
+    pub inputs_embeds: String,
+    pub per_layer_inputs: String,
+    pub attention_mask: String,
+    pub position_ids: String,
+    pub logits: String,
+}
+
+/// The encoder states an encoder-decoder's decoder reads at every step (its cross-attention's keys and values):
+/// `encoder_hidden_states` [batch, frames, hidden], fed once per stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextInput {
+    pub name: String,
+    pub ty: Float,
+    pub shape: Vec<i64>,
+}
+
+/// What the decoder takes and returns, read from the session itself (names as the package maps them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecoderIo {
+    pub names: DecoderNames,
     pub token_input: TokenInput,
     pub has_attention_mask: bool,
     pub has_position_ids: bool,
+    /// An encoder-decoder's cross-attention input; `None` for a decoder-only model.
+    pub context: Option<ContextInput>,
     pub cache: Vec<CacheLayer>,
     pub cache_type: Float,
     pub logits_type: Float,
@@ -324,7 +350,7 @@ pub struct DecoderIo {
 }
 
 impl DecoderIo {
-    fn discover(session: &Session) -> Result<DecoderIo> {
+    fn discover(session: &Session, roles: &crate::feed::package::Component) -> Result<DecoderIo> {
         let inputs: HashMap<&str, &ort::value::ValueType> = session.inputs().iter().map(|o| (o.name(), o.dtype())).collect();
         let outputs: HashMap<&str, &ort::value::ValueType> = session.outputs().iter().map(|o| (o.name(), o.dtype())).collect();
         let listing = || {
@@ -332,14 +358,40 @@ impl DecoderIo {
             v.sort();
             v.join(", ")
         };
-        let token_input = if inputs.contains_key("input_ids") {
-            TokenInput::Ids
-        } else if inputs.contains_key("inputs_embeds") {
-            TokenInput::Embeds { per_layer: inputs.contains_key("per_layer_inputs") }
-        } else {
-            bail!("the decoder has neither `input_ids` nor `inputs_embeds` (inputs: {})", listing());
+        let names = DecoderNames {
+            // mobius maps Whisper's ids under their own name (`decoder_input_ids`), genai under the role.
+            input_ids: roles
+                .inputs
+                .get("input_ids")
+                .or(roles.inputs.get("decoder_input_ids"))
+                .map_or("input_ids", String::as_str)
+                .to_string(),
+            inputs_embeds: roles.input("inputs_embeds").to_string(),
+            per_layer_inputs: roles.input("per_layer_inputs").to_string(),
+            attention_mask: roles.input("attention_mask").to_string(),
+            position_ids: roles.input("position_ids").to_string(),
+            logits: roles.output("logits").to_string(),
         };
-        let Some(logits) = outputs.get("logits") else { bail!("the decoder has no `logits` output") };
+        let token_input = if inputs.contains_key(names.input_ids.as_str()) {
+            TokenInput::Ids
+        } else if inputs.contains_key(names.inputs_embeds.as_str()) {
+            TokenInput::Embeds { per_layer: inputs.contains_key(names.per_layer_inputs.as_str()) }
+        } else {
+            bail!("the decoder has neither `{}` nor `{}` (inputs: {})", names.input_ids, names.inputs_embeds, listing());
+        };
+        let Some(logits) = outputs.get(names.logits.as_str()) else { bail!("the decoder has no `{}` output", names.logits) };
+        let context_name = roles.input("encoder_hidden_states");
+        let context = match inputs.get(context_name) {
+            None => None,
+            Some(t) => Some(ContextInput {
+                name: context_name.to_string(),
+                ty: t
+                    .tensor_type()
+                    .and_then(Float::of)
+                    .ok_or_else(|| Error::new(format!("input `{context_name}` is {t}, expected a float tensor")))?,
+                shape: t.tensor_shape().map(|s| s.to_vec()).unwrap_or_default(),
+            }),
+        };
         let vocab = logits.tensor_shape().and_then(|s| s.last().copied()).filter(|&v| v > 0);
         let logits_type = logits
             .tensor_type()
@@ -347,12 +399,17 @@ impl DecoderIo {
             .ok_or_else(|| Error::new(format!("output `logits` is {logits}, expected a float tensor")))?;
         let mut cache = Vec::new();
         let mut cache_type = None;
+        // genai's templates (`past_key_values.%d.key`), as the package maps them.
+        let layer = |role: &str, default: &str, i: usize, output: bool| {
+            let template = if output { roles.outputs.get(role) } else { roles.inputs.get(role) };
+            template.map_or(default, String::as_str).replace("%d", &i.to_string())
+        };
         for i in 0.. {
-            let past_key = format!("past_key_values.{i}.key");
+            let past_key = layer("past_key_names", "past_key_values.%d.key", i, false);
             let Some(kt) = inputs.get(past_key.as_str()) else { break };
-            let past_value = format!("past_key_values.{i}.value");
-            let present_key = format!("present.{i}.key");
-            let present_value = format!("present.{i}.value");
+            let past_value = layer("past_value_names", "past_key_values.%d.value", i, false);
+            let present_key = layer("present_key_names", "present.%d.key", i, true);
+            let present_value = layer("present_value_names", "present.%d.value", i, true);
             for name in [&past_value] {
                 if !inputs.contains_key(name.as_str()) {
                     bail!("the decoder has `{past_key}` but no `{name}` input");
@@ -381,8 +438,10 @@ impl DecoderIo {
         }
         Ok(DecoderIo {
             token_input,
-            has_attention_mask: inputs.contains_key("attention_mask"),
-            has_position_ids: inputs.contains_key("position_ids"),
+            has_attention_mask: inputs.contains_key(names.attention_mask.as_str()),
+            has_position_ids: inputs.contains_key(names.position_ids.as_str()),
+            context,
+            names,
             cache,
             cache_type: cache_type.unwrap_or(Float::F32),
             logits_type,
@@ -413,6 +472,8 @@ pub struct Generation {
     values: Vec<(DynValue, DynValue)>,
     /// Share-buffer cache: the buffers, kept alive while bound.
     _shared: Vec<(DynValue, DynValue)>,
+    /// An encoder-decoder's encoder states, bound once for the whole stream and kept alive while bound.
+    _context: Option<DynValue>,
     /// The one-token step's bound tensors, made on the first one-token step.
     one: Option<OneToken>,
     /// Whether `one` is what the binding holds now (a multi-token step rebinds its own inputs and logits).
@@ -437,6 +498,8 @@ struct OneToken {
 pub struct Cache {
     values: Vec<(DynValue, DynValue)>,
     pub len: usize,
+    /// An encoder-decoder's encoder states, fed with every call (shared by the caches grown from this one).
+    context: Option<Arc<DynValue>>,
 }
 
 /// The tokens of one forward call: ids, or their embeddings (from the package's embedding session).
@@ -503,9 +566,42 @@ fn new_float_tensor(allocator: &Allocator, t: Float, shape: &[i64]) -> std::resu
 }
 
 impl Decoder {
-    /// Starts a generation of at most `capacity` positions (prompt and new tokens).
+    /// Starts a generation of at most `capacity` positions (prompt and new tokens) of a decoder-only model.
     pub fn start(&self, capacity: usize) -> Result<Generation> {
+        self.start_with(capacity, None)
+    }
+
+    /// The encoder states an encoder-decoder's decoder is fed, as its declared input: element type converted,
+    /// static dimensions checked. `None` (and no context) for a decoder-only model; a mismatch either way is an error.
+    fn context_value(&self, context: Option<&Features>) -> Result<Option<DynValue>> {
         let model = self.model.display();
+        let (want, got) = match (&self.io.context, context) {
+            (None, None) => return Ok(None),
+            (Some(want), Some(got)) => (want, got),
+            (Some(want), None) => bail!("{model}: the decoder takes `{}`, its encoder's states, and none were given", want.name),
+            (None, Some(_)) => bail!("{model}: encoder states were given, but the decoder takes no `encoder_hidden_states`"),
+        };
+        let dims_ok = got.shape.len() == want.shape.len() && got.shape.iter().zip(&want.shape).all(|(&g, &w)| w < 0 || g == w);
+        if !dims_ok {
+            bail!("{model}: the encoder's states are {:?}, but input `{}` is declared {:?}", got.shape, want.name, want.shape);
+        }
+        let err = ort_err(format!("{model}: input `{}`", want.name));
+        let shape = got.shape.clone();
+        Ok(Some(match want.ty {
+            Float::F32 => Tensor::<f32>::from_array((shape, got.data.clone())).map_err(err)?.into_dyn(),
+            Float::F16 => Tensor::<half::f16>::from_array((shape, got.data.iter().map(|&x| half::f16::from_f32(x)).collect::<Vec<_>>()))
+                .map_err(err)?
+                .into_dyn(),
+            Float::Bf16 => Tensor::<half::bf16>::from_array((shape, got.data.iter().map(|&x| half::bf16::from_f32(x)).collect::<Vec<_>>()))
+                .map_err(err)?
+                .into_dyn(),
+        }))
+    }
+
+    /// [`Decoder::start`], with the encoder states an encoder-decoder's every step reads (bound once).
+    pub fn start_with(&self, capacity: usize, context: Option<&Features>) -> Result<Generation> {
+        let model = self.model.display();
+        let context = self.context_value(context)?;
         let err = ort_err(format!("{model}: setting up the generation's IoBinding on {}", self.provider));
         let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let mut binding = session.create_binding().map_err(&err)?;
@@ -528,12 +624,16 @@ impl Decoder {
                 shared.push((k, v));
             }
         }
+        if let (Some(c), Some(v)) = (&self.io.context, &context) {
+            binding.bind_input(c.name.as_str(), v).map_err(&err)?;
+        }
         drop(session);
-        let values = if self.share_buffer { Vec::new() } else { self.new_cache()?.values };
+        let values = if self.share_buffer { Vec::new() } else { self.empty_cache_values()? };
         Ok(Generation {
             binding,
             values,
             _shared: shared,
+            _context: context,
             one: None,
             one_bound: false,
             logits: Vec::new(),
@@ -553,10 +653,11 @@ impl Decoder {
         for (name, value) in self.feeds(input, g.len)? {
             g.binding.bind_input(name, &value).map_err(&err)?;
         }
-        g.binding.bind_output_to_device("logits", &g.host_memory).map_err(&err)?;
+        let logits_name = self.io.names.logits.as_str();
+        g.binding.bind_output_to_device(logits_name, &g.host_memory).map_err(&err)?;
         g.one_bound = false;
         let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
-        let ran = self.run_step(g, t, |out| read_last_rows_into(&out["logits"], ty, t as i64, 1, &mut logits));
+        let ran = self.run_step(g, t, |out| read_last_rows_into(&out[logits_name], ty, t as i64, 1, &mut logits));
         g.logits = logits;
         ran?;
         Ok(&g.logits)
@@ -587,27 +688,28 @@ impl Decoder {
         if let Some(p) = &mut one.position {
             p.extract_tensor_mut().1[0] = g.len as i64;
         }
+        let names = &self.io.names;
         if !g.one_bound {
-            g.binding.bind_input("input_ids", &one.ids).map_err(&err)?;
+            g.binding.bind_input(names.input_ids.as_str(), &one.ids).map_err(&err)?;
             if let Some(p) = &one.position {
-                g.binding.bind_input("position_ids", p).map_err(&err)?;
+                g.binding.bind_input(names.position_ids.as_str(), p).map_err(&err)?;
             }
             match &mut one.logits {
-                Some(l) => g.binding.bind_output("logits", l).map_err(&err)?,
-                None => g.binding.bind_output_to_device("logits", &g.host_memory).map_err(&err)?,
+                Some(l) => g.binding.bind_output(names.logits.as_str(), l).map_err(&err)?,
+                None => g.binding.bind_output_to_device(names.logits.as_str(), &g.host_memory).map_err(&err)?,
             }
             g.one_bound = true;
         }
         if self.io.has_attention_mask {
             let total = g.len + 1;
             let mask = Tensor::<i64>::from_array(([1, total], vec![1i64; total])).map_err(&err)?;
-            g.binding.bind_input("attention_mask", &mask).map_err(&err)?;
+            g.binding.bind_input(names.attention_mask.as_str(), &mask).map_err(&err)?;
         }
         let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
         // The bound tensors stay out of `g` while it runs (they are bound, not borrowed, by the binding).
         let one = g.one.take();
         let bound = one.as_ref().and_then(|o| o.logits.as_ref());
-        let ran = self.run_step(g, 1, |out| read_last_rows_into(bound.unwrap_or(&out["logits"]), ty, 1, 1, &mut logits));
+        let ran = self.run_step(g, 1, |out| read_last_rows_into(bound.unwrap_or(&out[names.logits.as_str()]), ty, 1, 1, &mut logits));
         (g.one, g.logits) = (one, logits);
         ran?;
         Ok(&g.logits)
@@ -645,17 +747,27 @@ impl Decoder {
         Ok(out)
     }
 
+    /// An empty cache of a decoder-only model.
     pub fn new_cache(&self) -> Result<Cache> {
-        let values = self
-            .io
+        self.new_cache_with(None)
+    }
+
+    /// An empty cache, with the encoder states an encoder-decoder's every call reads.
+    pub fn new_cache_with(&self, context: Option<&Features>) -> Result<Cache> {
+        let context = self.context_value(context)?.map(Arc::new);
+        Ok(Cache { values: self.empty_cache_values()?, len: 0, context })
+    }
+
+    /// Every layer's past key and value with no position yet.
+    fn empty_cache_values(&self) -> Result<Vec<(DynValue, DynValue)>> {
+        self.io
             .cache
             .iter()
             .map(|l| {
                 let shape = [1, l.kv_heads, 0, l.head_dim];
                 Ok((empty_cache_tensor(self.io.cache_type, shape)?, empty_cache_tensor(self.io.cache_type, shape)?))
             })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Cache { values, len: 0 })
+            .collect()
     }
 
     /// Runs `input` (batch 1) after `cache`, returns the last position's logits and advances the cache.
@@ -680,13 +792,18 @@ impl Decoder {
     /// A prefill of `input` from an empty cache that also sums up every prompt position where ONNX Runtime left the
     /// logits: `watch[p]`'s logits and the logsumexp of position `p`. Only the last row and those numbers are copied,
     /// never the `[prompt, vocab]` block.
-    pub fn prefill_positions(&self, input: StepInput, watch: &[&[i64]]) -> Result<(StepOutput, Vec<PositionLogits>)> {
+    pub fn prefill_positions(
+        &self,
+        input: StepInput,
+        context: Option<&Features>,
+        watch: &[&[i64]],
+    ) -> Result<(StepOutput, Vec<PositionLogits>)> {
         let t = input.len() as i64;
         if watch.len() as i64 != t {
             bail!("{}: {} positions to watch for a {t}-token prompt", self.model.display(), watch.len());
         }
         let ty = self.io.logits_type;
-        let past = self.new_cache()?;
+        let past = self.new_cache_with(context)?;
         let (out, _) = self.forward_reading(input, &past, |v| {
             let (logits, vocab) = read_last_rows(v, ty, t, 1)?;
             Ok((StepOutput { logits, vocab }, sum_up_rows(v, ty, watch)?))
@@ -701,33 +818,43 @@ impl Decoder {
         let total = past.len as i64 + t;
         let mut inputs: Vec<(std::borrow::Cow<'static, str>, ort::session::SessionInputValue<'_>)> =
             Vec::with_capacity(4 + 2 * past.values.len());
-        inputs.extend(self.feeds(input, past.len)?.into_iter().map(|(name, value)| (name.into(), value.into())));
+        inputs.extend(
+            self.feeds(input, past.len)?.into_iter().map(|(name, value)| (std::borrow::Cow::Owned(name.to_string()), value.into())),
+        );
         for (layer, (k, v)) in self.io.cache.iter().zip(&past.values) {
             inputs.push((layer.past_key.clone().into(), k.into()));
             inputs.push((layer.past_value.clone().into(), v.into()));
         }
+        match (&self.io.context, &past.context) {
+            (Some(c), Some(v)) => inputs.push((c.name.clone().into(), (&**v).into())),
+            (None, None) => {}
+            (Some(c), None) => bail!("{model}: the decoder takes `{}`, its encoder's states, and none were given", c.name),
+            (None, Some(_)) => bail!("{model}: encoder states were given, but the decoder takes none"),
+        }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let mut outputs = timed(|| session.run(inputs)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
-        let read = read(&outputs["logits"]).map_err(|e| e.context(format!("{model}: output `logits`")))?;
+        let logits = self.io.names.logits.as_str();
+        let read = read(&outputs[logits]).map_err(|e| e.context(format!("{model}: output `{logits}`")))?;
         let values = self.take_present(&mut outputs)?;
-        Ok((read, Cache { values, len: total as usize }))
+        Ok((read, Cache { values, len: total as usize, context: past.context.clone() }))
     }
 
     /// The inputs of one step besides the cache: its tokens (ids, or embeddings and per-layer inputs), and the
     /// attention mask and positions the graph takes, after `past_len` cached positions.
-    fn feeds(&self, input: StepInput, past_len: usize) -> Result<Vec<(&'static str, DynValue)>> {
+    fn feeds(&self, input: StepInput, past_len: usize) -> Result<Vec<(&str, DynValue)>> {
         let model = self.model.display();
         let err = ort_err(format!("{model}: building inputs"));
         let (t, past) = (input.len() as i64, past_len as i64);
+        let names = &self.io.names;
         let mut feeds = Vec::with_capacity(4);
         match (input, self.io.token_input) {
             (StepInput::Ids(ids), TokenInput::Ids) => {
-                feeds.push(("input_ids", Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?.into_dyn()));
+                feeds.push((names.input_ids.as_str(), Tensor::<i64>::from_array(([1, t], ids)).map_err(&err)?.into_dyn()));
             }
             (StepInput::Embeds { embeds, per_layer, .. }, TokenInput::Embeds { per_layer: wants }) => {
-                feeds.push(("inputs_embeds", embeds));
+                feeds.push((names.inputs_embeds.as_str(), embeds));
                 match (per_layer, wants) {
-                    (Some(p), true) => feeds.push(("per_layer_inputs", p)),
+                    (Some(p), true) => feeds.push((names.per_layer_inputs.as_str(), p)),
                     (None, false) => {}
                     (_, wants) => bail!("{model}: the decoder {} `per_layer_inputs`", if wants { "needs" } else { "takes no" }),
                 }
@@ -736,11 +863,12 @@ impl Decoder {
         }
         if self.io.has_attention_mask {
             let total = past + t;
-            feeds.push(("attention_mask", Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into_dyn()));
+            let mask = Tensor::<i64>::from_array(([1, total], vec![1i64; total as usize])).map_err(&err)?.into_dyn();
+            feeds.push((names.attention_mask.as_str(), mask));
         }
         if self.io.has_position_ids {
             let pos: Vec<i64> = (past..past + t).collect();
-            feeds.push(("position_ids", Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?.into_dyn()));
+            feeds.push((names.position_ids.as_str(), Tensor::<i64>::from_array(([1, t], pos)).map_err(&err)?.into_dyn()));
         }
         Ok(feeds)
     }

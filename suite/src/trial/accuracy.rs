@@ -59,9 +59,7 @@ impl Trial<'_> {
             // The largest log-likelihood difference; the change in accuracy is the detail's own number.
             max_abs_diff: r.max_loglik_diff,
             detail: Some(Box::new(Detail::Accuracy(detail::accuracy(task.spec.metric.name(), &r)))),
-            failure: (!r.pass).then(|| {
-                Box::new(Failure { kind: FailureKind::Accuracy, max_abs_diff: r.max_loglik_diff, first_step: None, first_position: None })
-            }),
+            failure: (!r.pass).then(|| Box::new(Failure { max_abs_diff: r.max_loglik_diff, ..Failure::of(FailureKind::Accuracy) })),
             judgement: Some(Judgement::Accuracy(Box::new(r))),
             ..Outcome::new(Status::Pass, "")
         })

@@ -8,8 +8,10 @@ use crate::error::Result;
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::genai_level::{self, Feed, GenaiReport};
 use crate::judge::golden::GenerationGolden;
+use crate::judge::xfail::Failure;
 use crate::outcome::{Judgement, Outcome, Status};
 use crate::report;
+use crate::run::genai::Refusal;
 use crate::run::runtime::{self, Provider};
 use crate::vocab::{Dtype, Level, Modality};
 
@@ -36,18 +38,17 @@ impl Trial<'_> {
         let generation = if paths.generation.is_file() { Some(self.generation_golden(&paths.generation, p.prompt, inputs)?) } else { None };
         let (prefill_file, generation_file) = (self.rel(&paths.prefill), self.rel(&paths.generation));
         let max_new = self.max_new(generation.as_ref());
-        let run = match crate::run::genai::greedy(package, provider, inputs.input_ids(), max_new) {
+        let model = match crate::run::genai::Model::open(package, provider)? {
+            Ok(m) => m,
+            Err(refusal) => return Ok(self.genai_refused(package, provider, refusal)),
+        };
+        let run = match model.greedy(inputs.input_ids(), max_new) {
             Ok(run) => run,
-            // As for the suite's own runner: a half-precision build the CPU EP has no kernels for skips, naming the node.
-            Err(e) if matches!(self.variant.dtype, Dtype::F16 | Dtype::Bf16) && provider == Provider::Cpu => {
-                let Some(why) = runtime::cpu_cannot_run(&e, self.variant.dtype == Dtype::Bf16) else { return Err(e) };
-                return Ok(Outcome::skip(format!(
-                    "ONNX Runtime's CPU execution provider (under onnxruntime-genai) cannot run this {} build: {why}; run it with MOBIUS_TEST_DEVICE=cuda",
-                    self.variant.dtype
-                )));
-            }
             Err(e) => {
-                return Err(e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))));
+                if let Some(skip) = self.cpu_cannot_run(&e.to_string(), provider) {
+                    return Ok(skip);
+                }
+                return Err(e.context(format!("{}: genai failed on the package {}", self.case.file, self.rel(package))));
             }
         };
         let place = format!("onnxruntime-genai on {}", self.rel(package));
@@ -86,9 +87,13 @@ impl Trial<'_> {
         let audio = media(&self.case.spec.inputs.audio, matches!(self.modality, Modality::Audio | Modality::ImageAudio));
         let generation = if paths.generation.is_file() { Some(GenerationGolden::load(&paths.generation)?) } else { None };
         let max_new = self.max_new(generation.as_ref());
-        let run = crate::run::genai::Model::load(package, provider)
-            .and_then(|m| m.greedy_media(&prompt, &images, &audio, max_new))
-            .map_err(|e| e.context(format!("{}: genai refused or failed on the package {}", self.case.file, self.rel(package))))?;
+        let model = match crate::run::genai::Model::open(package, provider)? {
+            Ok(m) => m,
+            Err(refusal) => return Ok(self.genai_refused(package, provider, refusal)),
+        };
+        let run = model
+            .greedy_media(&prompt, &images, &audio, max_new)
+            .map_err(|e| e.context(format!("{}: genai failed on the package {}", self.case.file, self.rel(package))))?;
         let text = |ids: &[i64]| tokenizer.decode_raw(ids);
         let difference = genai_level::prompt_difference(hf, &run.processor_ids, &text);
         let tol = self.tolerance(policy, Level::L5)?;
@@ -101,13 +106,38 @@ impl Trial<'_> {
     }
 }
 
+impl Trial<'_> {
+    /// genai refused the package: a failure of this level (the package does not run in its own runtime), which a
+    /// strict xfail may expect by genai's message.
+    fn genai_refused(&self, package: &std::path::Path, provider: Provider, refusal: Refusal) -> Outcome {
+        if let Some(skip) = self.cpu_cannot_run(&refusal.message, provider) {
+            return skip;
+        }
+        let message = report::genai_refused(self.name, &self.case.file, &self.rel(package), &refusal.message);
+        Outcome { failure: Some(Box::new(Failure::refused(refusal.message))), ..Outcome::fail(message) }
+    }
+
+    /// As for the suite's own runner: a half-precision build the CPU EP has no kernels for skips, naming the node.
+    fn cpu_cannot_run(&self, error: &str, provider: Provider) -> Option<Outcome> {
+        if !matches!(self.variant.dtype, Dtype::F16 | Dtype::Bf16) || provider != Provider::Cpu {
+            return None;
+        }
+        let e = crate::error::Error::new(error.to_string());
+        let why = runtime::cpu_cannot_run(&e, self.variant.dtype == Dtype::Bf16)?;
+        Some(Outcome::skip(format!(
+            "ONNX Runtime's CPU execution provider (under onnxruntime-genai) cannot run this {} build: {why}; run it with MOBIUS_TEST_DEVICE=cuda",
+            self.variant.dtype
+        )))
+    }
+}
+
 fn genai_outcome(message: String, r: GenaiReport) -> Outcome {
     Outcome {
         status: r.status.into(),
         message,
         max_abs_diff: r.max_abs_diff,
         first_divergence: r.first_divergence,
-        failure: r.failure.map(Box::new),
+        failure: r.failure.clone().map(Box::new),
         judgement: Some(Judgement::Genai(Box::new(r))),
         ..Outcome::new(Status::Pass, "")
     }

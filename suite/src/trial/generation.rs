@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::{Prepared, Trial};
 use crate::error::Result;
+use crate::feed::generation_config::GenerationConfig;
 use crate::judge::detail::{self, Detail};
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::golden::PrefillGolden;
@@ -13,7 +14,7 @@ use crate::judge::verdict::{self, Verdict};
 use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Judgement, Outcome, Status};
 use crate::report::{self, snapshot};
-use crate::run::generate;
+use crate::run::generate::{self, Suppress};
 use crate::run::pipeline::Pipeline;
 use crate::run::runtime::Decoder;
 
@@ -44,7 +45,10 @@ impl Trial<'_> {
         let max_new = self.max_new(Some(&golden));
         // Each step keeps the package's logits at the reference's stored ids for that step.
         let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
-        let free = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, None, &watch)?;
+        let suppress = if pipeline.is_speech() { self.suppression(&p.package)? } else { Suppress::default() };
+        let run =
+            |forced: Option<&[i64]>| generate::greedy_with(decoder, &front, inputs.input_ids(), max_new, &eos, forced, &watch, &suppress);
+        let free = run(None)?;
         let place = decoder.model.display().to_string();
         let largest_id = golden.steps.iter().flat_map(|s| s.ids.iter().copied()).chain(golden.generated_tokens.iter().copied()).max();
         let expected = ExpectedVocab { golden: None, config: self.package_vocab(&p.package)?, largest_id };
@@ -55,7 +59,7 @@ impl Trial<'_> {
         let got = free.chosen();
         // A stream equal to the golden's was fed the golden's tokens: it is its own teacher-forced run.
         let forced = if got != golden.generated_tokens && !golden.generated_tokens.is_empty() {
-            let forced = generate::greedy(decoder, &front, inputs.input_ids(), max_new, &eos, Some(&golden.generated_tokens), &watch)?;
+            let forced = run(Some(&golden.generated_tokens))?;
             let non_finite = finite::stream(&forced.prefill_logits, &forced.steps);
             if let Some(o) = self.unjudgeable(&place, None, non_finite, golden_file, &p.package) {
                 return Ok(o);
@@ -78,13 +82,12 @@ impl Trial<'_> {
         let failure = (r.verdict == Verdict::Fail).then(|| {
             Box::new(match (tokens_failed, step_logits.as_ref().and_then(|s| s.first_out)) {
                 (false, Some(o)) => {
-                    Failure { kind: FailureKind::StepLogits, max_abs_diff: max_step_diff, first_step: Some(o.step), first_position: None }
+                    Failure { max_abs_diff: max_step_diff, first_step: Some(o.step), ..Failure::of(FailureKind::StepLogits) }
                 }
                 _ => Failure {
-                    kind: FailureKind::Tokens,
                     max_abs_diff: max_step_diff,
                     first_step: r.first_divergence.as_ref().map(|d| d.index),
-                    first_position: None,
+                    ..Failure::of(FailureKind::Tokens)
                 },
             })
         });
@@ -113,6 +116,17 @@ impl Trial<'_> {
             let l4 = p.paths.prefill.is_file().then(|| self.l4_note(&p.paths.prefill, &free.prefill_logits, tol)).flatten();
             (snapshot::render(self.name, &r, &golden, &token, &text), format!("{}\n{}", self.name, l4.unwrap_or_default()))
         }))
+    }
+
+    /// The ids an encoder-decoder's greedy stream never chooses, as `generate()` applies them: from the
+    /// `generation_config.json` beside the case's tokenizer (its `tokenizer` or `reference`), else the package's.
+    fn suppression(&self, package: &Path) -> Result<Suppress> {
+        let dir = match self.case.tokenizer_location(&self.suite.root) {
+            Some(l) => l.resolve("generation_config.json")?,
+            None => package.to_path_buf(),
+        };
+        let c = GenerationConfig::load(&dir, &format!("{} (L5 of a speech-to-text case)", self.case.file))?;
+        Ok(Suppress { always: c.suppress_tokens, at_begin: c.begin_suppress_tokens })
     }
 
     /// The L4 numbers of this stream's prefill, for the snapshot's description.

@@ -182,7 +182,7 @@ impl Trial<'_> {
     /// Logits rows of another length than the vocabulary, as the trial's own failure (never an expected `non_finite`);
     /// `ids_from` holds the ids a lower bound comes from.
     fn vocab_size(&self, place: &str, v: VocabMismatch, golden_file: &str, ids_from: &str, package: &Path) -> Outcome {
-        let failure = Some(Box::new(Failure { kind: FailureKind::VocabSize, max_abs_diff: None, first_step: None, first_position: None }));
+        let failure = Some(Box::new(Failure::of(FailureKind::VocabSize)));
         let message = report::vocab_size(self.name, place, &v, golden_file, ids_from, &self.rel(package), &self.regenerate());
         Outcome { failure, ..Outcome::fail(message) }
     }
@@ -197,7 +197,7 @@ impl Trial<'_> {
             NonFinite::Position { position, .. } => Some(position),
             NonFinite::Step { .. } => None,
         };
-        let failure = Some(Box::new(Failure { kind: FailureKind::NonFinite, max_abs_diff: None, first_step, first_position }));
+        let failure = Some(Box::new(Failure { first_step, first_position, ..Failure::of(FailureKind::NonFinite) }));
         Outcome { failure, ..Outcome::fail(report::non_finite(self.name, place, &nf)) }
     }
 

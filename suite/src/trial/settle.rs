@@ -106,7 +106,7 @@ mod tests {
     }
 
     fn failure(kind: FailureKind, max_abs_diff: Option<f64>) -> Failure {
-        Failure { kind, max_abs_diff, first_step: None, first_position: None }
+        Failure { max_abs_diff, ..Failure::of(kind) }
     }
 
     #[test]
@@ -118,8 +118,13 @@ mod tests {
 
     #[test]
     fn an_entry_absorbs_only_the_failure_it_states() {
-        let logits =
-            entry(Some(Expect { failure: FailureKind::Logits, max_abs_diff: Some([1.0, 2.0]), first_step: None, first_position: None }));
+        let logits = entry(Some(Expect {
+            failure: FailureKind::Logits,
+            max_abs_diff: Some([1.0, 2.0]),
+            first_step: None,
+            first_position: None,
+            message: None,
+        }));
         let f = failure(FailureKind::Logits, Some(1.5));
         assert_eq!(settle(Status::Fail, Some(&f), Some(&logits)), (Status::ExpectedFailure, Some(Settled::Expected)));
         let far = failure(FailureKind::Logits, Some(3.0));
@@ -139,7 +144,8 @@ mod tests {
 
     #[test]
     fn a_pass_under_an_entry_fails_and_a_skip_stays() {
-        let e = entry(Some(Expect { failure: FailureKind::Tokens, max_abs_diff: None, first_step: None, first_position: None }));
+        let e =
+            entry(Some(Expect { failure: FailureKind::Tokens, max_abs_diff: None, first_step: None, first_position: None, message: None }));
         for s in [Status::Pass, Status::Ambiguous, Status::Accepted] {
             assert_eq!(settle(s, None, Some(&e)), (Status::Fail, Some(Settled::UnexpectedlyPassed)), "{s:?}");
         }
@@ -156,7 +162,13 @@ mod tests {
         assert!(!compare_snapshot(Status::Fail, false, true));
         assert!(!compare_snapshot(Status::Pass, false, false));
         // A stream accepted by its snapshot, under an xfail entry, is an unexpected pass.
-        let e = entry(Some(Expect { failure: FailureKind::Tokens, max_abs_diff: None, first_step: Some(0), first_position: None }));
+        let e = entry(Some(Expect {
+            failure: FailureKind::Tokens,
+            max_abs_diff: None,
+            first_step: Some(0),
+            first_position: None,
+            message: None,
+        }));
         assert_eq!(settle(Status::Accepted, None, Some(&e)).0, Status::Fail);
     }
 }

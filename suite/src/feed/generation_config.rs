@@ -1,0 +1,83 @@
+//! A Hugging Face `generation_config.json`: the ids greedy decoding never chooses (`suppress_tokens` at every
+//! step, `begin_suppress_tokens` at the first generated one), as `generate()` applies them. Whisper's lists are
+//! what make its greedy stream the one the reference's `generate()` produces.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{At, Error, Result, bail};
+use crate::feed::package::kind;
+
+/// The parts of `generation_config.json` the suite uses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerationConfig {
+    pub suppress_tokens: Vec<i64>,
+    pub begin_suppress_tokens: Vec<i64>,
+}
+
+impl GenerationConfig {
+    /// `dir/generation_config.json`, which must be there (`what` says who needs it, for the error).
+    pub fn load(dir: &Path, what: &str) -> Result<GenerationConfig> {
+        let path = dir.join("generation_config.json");
+        if !path.is_file() {
+            bail!("{what}: {} is missing; it holds the suppress_tokens and begin_suppress_tokens generate() applies", path.display());
+        }
+        crate::paths::regular_file(&path, "generation_config.json")?;
+        let text = std::fs::read_to_string(&path).at(path.display())?;
+        GenerationConfig::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parses the lists strictly: absent or null is empty; anything but a list of token ids is an error naming the
+    /// field. Fields the suite does not read are left alone.
+    pub fn parse(file: &str, text: &str) -> Result<GenerationConfig> {
+        let v: Value = serde_json::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+        if !v.is_object() {
+            bail!("{file}: expected a JSON object, found {}", kind(&v));
+        }
+        let ids = |field: &str| -> Result<Vec<i64>> {
+            match &v[field] {
+                Value::Null => Ok(Vec::new()),
+                Value::Array(a) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_i64()
+                            .filter(|&i| i >= 0)
+                            .ok_or_else(|| Error::new(format!("{file}: field `{field}` holds {}, expected token ids", kind(x))))
+                    })
+                    .collect(),
+                other => bail!("{file}: field `{field}` is {}, expected a list of token ids", kind(other)),
+            }
+        };
+        Ok(GenerationConfig { suppress_tokens: ids("suppress_tokens")?, begin_suppress_tokens: ids("begin_suppress_tokens")? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lists_parse_and_a_wrong_shape_names_its_field() {
+        let c =
+            GenerationConfig::parse("g.json", r#"{"suppress_tokens": [1, 2], "begin_suppress_tokens": null, "max_length": 448}"#).unwrap();
+        assert_eq!(c, GenerationConfig { suppress_tokens: vec![1, 2], begin_suppress_tokens: vec![] });
+        assert_eq!(GenerationConfig::parse("g.json", "{}").unwrap(), GenerationConfig::default());
+        for (text, needle) in [
+            (r#"{"suppress_tokens": 5}"#, "g.json: field `suppress_tokens` is a number, expected a list"),
+            (r#"{"begin_suppress_tokens": [-1]}"#, "g.json: field `begin_suppress_tokens` holds a number, expected token ids"),
+            (r#"{"suppress_tokens": ["a"]}"#, "field `suppress_tokens` holds a string"),
+            ("[1]", "g.json: expected a JSON object"),
+            ("{", "g.json: "),
+        ] {
+            let e = GenerationConfig::parse("g.json", text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_file_says_who_needs_it() {
+        let e = GenerationConfig::load(Path::new("/nonexistent-dir"), "L5 of cases/x.yaml").unwrap_err().to_string();
+        assert!(e.contains("L5 of cases/x.yaml: /nonexistent-dir/generation_config.json is missing"), "{e}");
+    }
+}
