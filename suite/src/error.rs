@@ -3,30 +3,44 @@
 use std::fmt;
 
 /// Bad input or a broken set-up, never a measured failure of the package: those are judgements (NaN logits
-/// included, see `judge::finite`).
+/// included, see `judge::finite`). One exception is marked as such: ONNX Runtime refusing to load a model file
+/// that is there (an invalid graph), which is the package's failure and which an xfail may expect as `refused`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(String);
+pub struct Error {
+    message: String,
+    refused: bool,
+}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn new(message: impl Into<String>) -> Self {
-        Error(message.into())
+        Error { message: message.into(), refused: false }
+    }
+
+    /// ONNX Runtime refused to load a model file of the package (it is there, and its graph is invalid).
+    pub fn refused(message: impl Into<String>) -> Self {
+        Error { message: message.into(), refused: true }
     }
 
     pub fn message(&self) -> &str {
-        &self.0
+        &self.message
+    }
+
+    /// Whether the package's runtime refused to load it ([`Error::refused`]).
+    pub fn is_refusal(&self) -> bool {
+        self.refused
     }
 
     /// Prefixes the message with where it happened (`cases/x.yaml: ...`).
     pub fn context(self, place: impl fmt::Display) -> Self {
-        Error(format!("{place}: {}", self.0))
+        Error { message: format!("{place}: {}", self.message), ..self }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 

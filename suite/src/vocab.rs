@@ -110,12 +110,14 @@ impl Level {
         }
     }
 
-    /// Case files name L4 and L5 (and `accuracy` or `genai` in an `xfail`); the component levels come from the
-    /// modalities, and every case has a `genai` trial.
+    /// Case files name L4 and L5 (and `accuracy`, `genai` or a component level in an `xfail`); the component levels
+    /// come from the modalities, and every case has a `genai` trial.
     pub fn parse(s: &str) -> Option<Level> {
         match s {
             "L4" => Some(Level::L4),
             "L5" => Some(Level::L5),
+            "vision_encoder" => Some(Level::VisionEncoder),
+            "audio_encoder" => Some(Level::AudioEncoder),
             "accuracy" => Some(Level::Accuracy),
             "genai" => Some(Level::Genai),
             _ => None,
@@ -197,7 +199,7 @@ macro_rules! deserialize_by_name {
 }
 deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
 deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
-deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai");
+deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai, vision_encoder, audio_encoder");
 deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
 
 /// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
@@ -288,11 +290,7 @@ impl TrialId {
             };
             return Some(TrialId::Accuracy { task, case, ep, dtype });
         }
-        let level = match last {
-            "vision_encoder" => Level::VisionEncoder,
-            "audio_encoder" => Level::AudioEncoder,
-            other => Level::parse(other)?,
-        };
+        let level = Level::parse(last)?;
         Some(TrialId::Conformance { case: rest.to_string(), modality: Modality::parse(fourth)?, ep, dtype, level })
     }
 

@@ -24,7 +24,18 @@ fn parses_references() {
     let r = HubRef::parse("hf://acme/tiny-onnx").unwrap().unwrap();
     assert_eq!((r.revision.as_str(), r.subfolder.as_str()), ("main", ""));
     assert!(HubRef::parse("fixtures/x").is_none());
-    for bad in ["hf://acme", "hf:///x", "hf://acme/x@", "hf://acme/x/../../etc"] {
+    for bad in [
+        "hf://acme",
+        "hf:///x",
+        "hf://acme/x@",
+        "hf://acme/x/../../etc",
+        "hf://..a/a",
+        "hf://acme/x..y",
+        "hf://acme/x@v..1",
+        "hf://-acme/x",
+        "hf://acme/x.",
+        "hf://acme/a--b",
+    ] {
         assert!(HubRef::parse(bad).unwrap().is_err(), "{bad}");
     }
 }

@@ -141,3 +141,24 @@ fn a_package_without_its_encoder_or_with_wrong_features_fails_naming_them() {
         .to_string();
     assert!(e.contains("the decoder reads encoder states, but the package has no genai_config.json naming its encoder"), "{e}");
 }
+
+#[test]
+fn a_model_file_onnx_runtime_will_not_load_is_the_packages_refusal_and_a_missing_one_is_not() {
+    use mobius_conformance::judge::xfail::FailureKind;
+    use mobius_conformance::outcome::Outcome;
+    let dir = common::Scratch::new("speech-refused");
+    let pkg = dir.0.join("pkg");
+    common::copy_tree(&package(), &pkg);
+    let d = decoder(&pkg);
+    // The file is there and ONNX Runtime will not load it: the package's failure, which an xfail may expect by message.
+    std::fs::write(pkg.join("encoder/model.onnx"), b"not an ONNX model").unwrap();
+    let e = Pipeline::build(&pkg, &d, Provider::Cpu, &stored_inputs(), "x.inputs.safetensors").err().unwrap();
+    assert!(e.is_refusal() && e.to_string().contains("encoder/model.onnx: loading the model"), "{e}");
+    let o = Outcome::from_error("t", &e);
+    let f = o.failure.as_deref().expect("a refusal is a failure with its kind");
+    assert_eq!((f.kind, f.refusal.as_deref()), (FailureKind::Refused, Some(e.message())));
+    // A file that is not there is the set-up's error, never the package's verdict.
+    let e = runtime::encoder(&pkg.join("encoder/absent.onnx"), Provider::Cpu).err().unwrap();
+    assert!(!e.is_refusal() && e.to_string().contains("absent.onnx: no such model file"), "{e}");
+    assert!(Outcome::from_error("t", &e).failure.is_none());
+}

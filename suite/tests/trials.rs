@@ -185,10 +185,11 @@ fn xfail_absorbs_only_the_failure_it_states() {
     assert!(o.message.contains(&format!("not at the expected step {wrong_step}")), "{}", o.message);
 }
 
-/// A package ONNX Runtime cannot load, inside an xfail variant: the trial never reached a verdict, so it fails,
-/// printing what was expected and what came.
+/// A package ONNX Runtime cannot load, inside an xfail variant: its failure is the runtime's refusal, never the
+/// logits failure the entry expects, so it fails printing what was expected and what came; an entry that states
+/// the refusal by its message absorbs it.
 #[test]
-fn an_unloadable_package_is_never_an_expected_failure() {
+fn an_unloadable_package_is_only_the_refusal_an_entry_states() {
     let pkg = Scratch::new("xfail-unloadable-pkg");
     copy_tree(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32"), &pkg.0);
     std::fs::write(pkg.0.join("model.onnx"), b"not an onnx model").unwrap();
@@ -201,8 +202,16 @@ fn an_unloadable_package_is_never_an_expected_failure() {
     let s = scratch("xfail-unloadable", |t| xfail("L4", "{ failure: logits, max_abs_diff: [0, 100] }".into())(point(t)));
     let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::Fail, "{}", o.message);
-    assert!(o.message.contains("never an expected failure"), "{}", o.message);
-    assert!(o.message.contains("expected: { failure: logits") && o.message.contains("actual:   no verdict failure"), "{}", o.message);
+    assert!(o.message.contains("the failure is refused (the runtime refused the package), not logits"), "{}", o.message);
+    assert!(o.message.contains("expected: { failure: logits") && o.message.contains("actual:   { failure: refused"), "{}", o.message);
+    let refused = r#"{ failure: refused, message: "Protobuf parsing failed" }"#;
+    let s = scratch("xfail-refused", |t| xfail("L4", refused.into())(point(t)));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    assert_eq!(o.status, Status::ExpectedFailure, "{}", o.message);
+    let other = r#"{ failure: refused, message: "No Op registered" }"#;
+    let s = scratch("xfail-refused-other", |t| xfail("L4", other.into())(point(t)));
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    assert!(o.status == Status::Fail && o.message.contains(r#"does not contain the expected "No Op registered""#), "{}", o.message);
 }
 
 /// An xfail that does not say which failure it expects would absorb any: the case is refused, naming the field.

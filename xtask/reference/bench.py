@@ -46,6 +46,22 @@ decode-serve: the same engines, one run per request, so a caller can interleave 
   are loaded and warm; then reads engine names from stdin, one per line, and prints {"engine": str, "seconds": x}
   for one run of each (an empty line or end of input stops it).
 
+speech-serve: Hugging Face transformers' Whisper generate() on stored log-mel features, one run per request
+    bench.py speech-serve --hf DIR --inputs FILE[,FILE...] --max-new-tokens N [--language en --task transcribe]
+                          [--threads 1]
+  Loads WhisperForConditionalGeneration (float32, CPU, torch intra-op threads --threads) once. Each FILE is a
+  golden inputs file: `input_features` [1, mels, frames] (the features the suite's encoder is fed; extracting them
+  is not timed on either side) and `input_ids`, the forced prefix the suite decodes from. Timed: one
+  generate(input_features, max_new_tokens=N, do_sample=False, num_beams=1[, language=, task=]) call, encoder and
+  greedy decoding with the KV cache and the generation config's suppression. generate() forces its prefix itself
+  (the one speech.py stored as input_ids, after checking that generate() agrees with it); --language and --task
+  are for a multilingual model, which needs both.
+  Prints {"ready": true, "clips": [{"inputs": FILE, "ids": [int, ...]}, ...]} once every clip has run once
+  (warm-up; ids are the tokens after the prefix as generate() returns them: without the EOS that ended the
+  transcript, which the suite's stream keeps); then reads clip indices
+  (into --inputs) from stdin, one per line, and prints {"clip": int, "seconds": x} for one run of each (an empty
+  line or end of input stops it).
+
 lmeval: lm-eval 0.4.13 in process (model hf, dtype float32, device cpu)
     bench.py lmeval --tasks arith[,arith-control] --include-path DIR --pretrained HF_DIR [--batch-size 1]
                     [--repeats 1] [--threads 1] [--num-fewshot N] [--limit N] [--per-item]
@@ -335,6 +351,75 @@ def prefill(args):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# speech
+
+
+class WhisperGenerate:
+    """generate() of one Whisper model on stored features. run(i) -> seconds; the tokens are checked each run."""
+
+    def __init__(self, args):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        import transformers
+        from safetensors.torch import load_file
+
+        torch.set_num_threads(args.threads)
+        # generate() warns on every call (max_length beside max_new_tokens, Whisper's own suppression processors)
+        # and loading draws a progress bar: at each repeat and model that would bury the bench's output.
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+        self.torch = torch
+        self.model = transformers.WhisperForConditionalGeneration.from_pretrained(
+            args.hf, dtype=torch.float32, local_files_only=True).eval()
+        multilingual = getattr(self.model.generation_config, "is_multilingual", False)
+        if multilingual and (args.language is None or args.task is None):
+            raise SystemExit(f"{args.hf}: a multilingual Whisper needs --language and --task (else generate() "
+                             "detects or skips them and decodes another stream)")
+        self.kw = dict(language=args.language, task=args.task) if multilingual else {}
+        self.max_new = args.max_new_tokens
+        self.files = [f for f in args.inputs.split(",") if f]
+        self.clips = []  # (input_features, forced prefix)
+        for f in self.files:
+            t = load_file(f)
+            if "input_features" not in t or "input_ids" not in t:
+                raise SystemExit(f"{f}: expected tensors `input_features` and `input_ids`, found {sorted(t)}")
+            self.clips.append((t["input_features"].to(torch.float32), [int(x) for x in t["input_ids"][0]]))
+        self.ids = None
+        self.ids = [self._generate(i)[0] for i in range(len(self.clips))]  # warm-up
+
+    def _generate(self, i):
+        features, prefix = self.clips[i]
+        with self.torch.inference_mode():
+            t0 = time.perf_counter()
+            out = self.model.generate(features, max_new_tokens=self.max_new, do_sample=False, num_beams=1, **self.kw)
+            seconds = time.perf_counter() - t0
+        ids = [int(x) for x in out[0]]
+        # transformers 5 returns the new tokens only; older versions put the forced prefix first.
+        ids = ids[len(prefix):] if ids[:len(prefix)] == prefix else ids
+        if self.ids is not None and ids != self.ids[i]:
+            raise SystemExit(f"{self.files[i]}: generate()'s tokens changed between runs")
+        return ids, seconds
+
+    def run(self, i):
+        return self._generate(i)[1]
+
+
+def speech_serve(args) -> None:
+    """Loads the model and runs every clip once, prints {"ready": ..., "clips": [...]}, then for each clip index read
+    from stdin runs it once and prints {"clip": i, "seconds": s}; an empty line or end of input ends it. The
+    caller times the suite's own run between these, so both sides see the same machine."""
+    w = WhisperGenerate(args)
+    emit({"ready": True, "clips": [{"inputs": f, "ids": ids} for f, ids in zip(w.files, w.ids)]})
+    for line in sys.stdin:
+        text = line.strip()
+        if not text:
+            break
+        if not text.isdigit() or int(text) >= len(w.clips):
+            raise SystemExit(f"speech-serve: no clip `{text}` (clips 0 to {len(w.clips) - 1})")
+        emit({"clip": int(text), "seconds": w.run(int(text))})
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # lmeval
 
 
@@ -407,6 +492,13 @@ def main():
                      ("--tokens", dict(type=int, default=128)), ("--engines", dict(default="genai,ort")),
                      ("--threads", dict(type=int, default=1))]:
         ds.add_argument(flag, **kw)
+    sp = sub.add_parser("speech-serve")
+    sp.add_argument("--hf", required=True)
+    sp.add_argument("--inputs", required=True)
+    sp.add_argument("--max-new-tokens", type=int, required=True)
+    sp.add_argument("--language", default=None)
+    sp.add_argument("--task", default=None, choices=["transcribe", "translate"])
+    sp.add_argument("--threads", type=int, default=1)
     p = sub.add_parser("prefill")
     p.add_argument("--package", required=True)
     p.add_argument("--lengths", default="16,64,256,512")
@@ -427,6 +519,9 @@ def main():
         raise SystemExit("--repeats must be at least 1")
     if args.cmd == "decode-serve":
         decode_serve(args)
+        return
+    if args.cmd == "speech-serve":
+        speech_serve(args)
         return
     emit({"decode": decode, "prefill": prefill, "lmeval": lmeval}[args.cmd](args))
 

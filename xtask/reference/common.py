@@ -36,6 +36,19 @@ def sha256_file(path, chunk=1 << 20):
     return h.hexdigest()
 
 
+def portable_env():
+    """The environment for a subprocess that must write the same bytes on any x86-64 machine: numpy and torch on
+    their baseline kernels. numpy dispatches float32 sin/cos to SIMD code chosen for the CPU (AVX2, AVX-512), and
+    each gives other last bits: mobius computes its RoPE tables that way, so its packages would differ from machine
+    to machine. With every dispatched feature disabled numpy runs its baseline code, and ATEN_CPU_CAPABILITY=default
+    does the same for torch."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_dispatch__
+    return dict(os.environ, ATEN_CPU_CAPABILITY="default", NPY_DISABLE_CPU_FEATURES=" ".join(__cpu_dispatch__))
+
+
 def deterministic_torch(threads=1):
     """One intra-op thread (or `threads`), one inter-op thread, deterministic kernels, seed 0."""
     import torch

@@ -70,7 +70,7 @@ import sysconfig
 import tempfile
 import time
 
-from .common import log, sha256_file
+from .common import log, portable_env, sha256_file
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -562,7 +562,8 @@ def mobius_build(root, hf_rel, out_rel, ep, keep_all=False, dtype=None):
     if dtype is not None:
         cmd += ["--dtype", dtype]
     t0 = time.time()
-    r = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    # Baseline numpy/torch kernels: mobius' RoPE tables (numpy float32 cos/sin) are then the same on any machine.
+    r = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=portable_env())
     if r.returncode != 0:
         sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
         raise SystemExit(f"mobius build failed ({r.returncode}) in {root}: {' '.join(cmd)}")

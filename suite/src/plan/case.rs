@@ -179,10 +179,22 @@ pub struct Generation {
     pub do_sample: Option<bool>,
     #[serde(default)]
     pub eos_token_id: Option<i64>,
+    /// mobius' target language; for a multilingual Whisper, the `<|lang|>` its decoder prefix forces (`en`).
     #[serde(default)]
     pub lang: Option<String>,
+    /// Whisper's task token for a multilingual model: `transcribe` or `translate`.
+    #[serde(default)]
+    pub task: Option<SpeechTask>,
     #[serde(default)]
     pub target_model_id: Option<String>,
+}
+
+/// What a multilingual Whisper is asked to do (the task token of its forced prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpeechTask {
+    Transcribe,
+    Translate,
 }
 
 /// The variants a case covers: every `eps` x `dtypes` pair, each its own package.

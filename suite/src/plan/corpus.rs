@@ -11,8 +11,10 @@ use crate::vocab::Level;
 
 /// One case per prompt. The first keeps the case's name (mobius names its goldens for the case, made from its first
 /// prompt); prompt `k` (from 2) becomes `<case>.p<k>`, with goldens of that stem, so every prompt is judged on its own.
+/// A speech-to-text case's prompt is its clip: one case per clip, named the same way.
 pub fn per_prompt(case: Case) -> Vec<Case> {
-    let prompts = case.spec.inputs.prompts.clone();
+    let speech = case.is_speech_to_text() && case.spec.inputs.prompts.is_empty();
+    let prompts = if speech { case.spec.inputs.audio.clone() } else { case.spec.inputs.prompts.clone() };
     if prompts.len() <= 1 {
         return vec![case];
     }
@@ -24,7 +26,10 @@ pub fn per_prompt(case: Case) -> Vec<Case> {
             if i > 0 {
                 c.name = format!("{}.p{}", case.name, i + 1);
             }
-            c.spec.inputs.prompts = vec![prompt];
+            match speech {
+                true => c.spec.inputs.audio = vec![prompt],
+                false => c.spec.inputs.prompts = vec![prompt],
+            }
             c
         })
         .collect()

@@ -39,14 +39,21 @@ impl HubRef {
         };
         let subfolder = parts.next().unwrap_or("").trim_end_matches('/').to_string();
         let (repo, revision) = repo_rev.split_once('@').unwrap_or((repo_rev, "main"));
-        // Each part becomes a path in the cache: none may be absolute, climb, or hide a separator.
-        let name_ok =
-            |n: &str| !n.is_empty() && n != "." && n != ".." && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        // Each part becomes a path in the cache: none may be absolute, climb, or hide a separator. The Hub's own
+        // rule for ids (and git's for refs) goes further: no `..` or `--` inside, no `.` or `-` at either end.
+        let name_ok = |n: &str| {
+            !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                && !n.contains("..")
+                && !n.contains("--")
+                && !n.starts_with(['.', '-'])
+                && !n.ends_with(['.', '-'])
+        };
         let subfolder_ok =
             subfolder.is_empty() || subfolder.split('/').all(|p| !p.is_empty() && p != "." && p != ".." && !p.contains(['\\', ':', '\0']));
         if !name_ok(org) || !name_ok(repo) || !name_ok(revision) || !subfolder_ok {
             return Some(Err(Error::new(format!(
-                "{s:?}: expected hf://<org>/<repo>[@<revision>][/<subfolder>] (names of letters, digits, `.`, `_`, `-`; a \
+                "{s:?}: expected hf://<org>/<repo>[@<revision>][/<subfolder>] (names of letters, digits, `.`, `_`, `-`, without `..` or `--` and not starting or ending with `.` or `-`; a \
                  subfolder relative to the repository, without `..`, `//` or a leading `/`)"
             ))));
         }

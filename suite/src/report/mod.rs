@@ -156,6 +156,16 @@ pub fn component(trial: &str, r: &ComponentReport, reference_file: &str, regener
         c.cosine,
         r.moved
     );
+    if let Some(n) = r.frames_compared {
+        let _ = writeln!(s, "  compared at the {n} frames the reference stores (of {})", r.want_shape.get(1).copied().unwrap_or(0));
+    }
+    if let Some(j) = &r.noise {
+        let _ = writeln!(
+            s,
+            "  noise policy: |diff| p50/p99/max {:.3e}/{:.3e}/{:.3e} = {:.1}x/{:.1}x/{:.1}x the reference's own noise (limits {}x/{}x/{}x)",
+            j.diff[0], j.diff[1], j.diff[2], j.multiple[0], j.multiple[1], j.multiple[2], j.limit[0], j.limit[1], j.limit[2]
+        );
+    }
     for reason in &r.reasons {
         let _ = writeln!(s, "  - {reason}");
     }

@@ -151,7 +151,11 @@ fn create_session(env: &Environment, model: &Path, provider: Provider) -> Result
         let cuda = ep::CUDA::default().with_device_id(id).with_tf32(false).build().error_on_failure();
         b = b.with_execution_providers([cuda]).map_err(|e| fail("registering the CUDA execution provider", &e))?;
     }
-    b.commit_from_file(model).map_err(|e| fail("loading the model", &e))
+    if !model.is_file() {
+        bail!("{}: no such model file", model.display());
+    }
+    // The file is there: a refusal now is the package's (an invalid graph), not the set-up's.
+    b.commit_from_file(model).map_err(|e| Error::refused(fail("loading the model", &e).message()))
 }
 
 /// Why ONNX Runtime's CPU EP cannot run a half-precision build, when that is why its session could not be made:

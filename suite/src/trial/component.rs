@@ -3,12 +3,12 @@
 use super::{Prepared, Trial};
 use crate::error::{Error, Result};
 use crate::feed::inputs::Inputs;
-use crate::judge::component::{self, ComponentOutputs};
+use crate::judge::component::{self, ComponentOutputs, ReferenceFeatures};
 use crate::judge::detail::{self, Detail};
 use crate::outcome::{Judgement, Outcome};
 use crate::report;
 use crate::run::generate;
-use crate::run::pipeline::{self, Pipeline};
+use crate::run::pipeline::Pipeline;
 use crate::run::runtime::Decoder;
 
 impl Trial<'_> {
@@ -25,18 +25,20 @@ impl Trial<'_> {
         let bytes = std::fs::read(&p.golden_path).map_err(|e| Error::new(format!("{golden_file}: {e}")))?;
         let features = Inputs::from_safetensors(golden_file, &bytes)?;
         let (_, tensor) = self.level.features();
-        let (want_shape, want) = pipeline::reference_features(&features, tensor, golden_file)?;
+        let want = ReferenceFeatures::read(&features, tensor, golden_file)?;
         let prefill = |pl: &Pipeline| generate::prefill(decoder, &pl.front(), p.inputs.input_ids());
         let run = pipeline.component_outputs(self.level, prefill)?;
         let got = ComponentOutputs { shape: &run.shape, features: &run.features, with: &run.with, zeroed: &run.zeroed };
-        let r = component::judge(self.level, &got, want_shape, want, &p.tol);
-        let d = detail::component(r.component, &run.features, want, r.cols, r.tolerance.atol, r.moved);
+        let r = component::judge(self.level, &got, &want, &p.tol);
+        let kept = want.kept(&run.shape, &run.features).unwrap_or_default();
+        let d = detail::component(r.component, &kept, want.values, r.cols, r.tolerance.atol, r.moved);
         Ok(Outcome {
             status: r.verdict.into(),
             message: report::component(self.name, &r, golden_file, &self.regenerate()),
             max_abs_diff: Some(r.comparison.max_abs),
             detail: Some(Box::new(Detail::Component(d))),
-            // Encoder levels cannot be named in an xfail yet: their failures are never expected.
+            // An encoder's measured failure is never expected; only the runtime's refusal to load it can be
+            // (`Outcome::from_error`).
             failure: None,
             judgement: Some(Judgement::Component(Box::new(r))),
             ..Outcome::new(crate::outcome::Status::Pass, "")

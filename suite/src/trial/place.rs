@@ -36,8 +36,9 @@ impl Trial<'_> {
         let provider = runtime::provider_for(self.variant.ep, self.ctx.device).map_err(Outcome::skip)?;
         let Some(location) = &self.variant.package else {
             return Err(Outcome::skip(format!(
-                "{} names no package for {}/{}: add `matrix.package` (or `matrix.packages`) to run it",
-                self.case.file, self.variant.ep, self.variant.dtype
+                "{} names no package for {}/{} of {}: add `matrix.package` (a folder, or hf://org/repo[@rev][/subfolder] \
+                 for an export in the Hugging Face cache) to run it",
+                self.case.file, self.variant.ep, self.variant.dtype, spec.model_id
             )));
         };
         let package = match location {

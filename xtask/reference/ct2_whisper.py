@@ -1,0 +1,245 @@
+"""A CTranslate2 Whisper checkpoint (faster-whisper's `model.bin`) back to a float32 Hugging Face folder, for the
+real tier (real.py).
+
+CTranslate2 stores a `WhisperSpec` as one binary file: a version, the spec's name and revision, then named tensors
+(float16 here) and aliases. Its layout differs from transformers' in three ways, all undone here:
+- each self-attention fuses Q, K and V into one `linear_0` (and cross-attention K and V into `linear_1`): split
+  along the output rows;
+- K's projection has no bias in Whisper, and CTranslate2 pads the fused bias with zeros there: those rows must be
+  exactly zero (checked) and are dropped;
+- layer norms are `gamma`/`beta`, the positional tables `position_encodings/encodings`.
+Every tensor of the file is used exactly once (checked), so a new field in another revision fails the conversion
+instead of being dropped. float16 to float32 is exact.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+
+import numpy as np
+
+from .common import log
+
+# CTranslate2's binary format: the versions and spec this reader was written for.
+BINARY_VERSION = 6
+SPEC, SPEC_REVISION = "WhisperSpec", 3
+DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
+
+
+def read_model_bin(path):
+    """{name: np.ndarray} (aliases resolved) of a CTranslate2 model.bin."""
+
+    def u(fmt, fh):
+        size = struct.calcsize(fmt)
+        b = fh.read(size)
+        if len(b) != size:
+            raise SystemExit(f"{path}: truncated")
+        return struct.unpack("<" + fmt, b)
+
+    def string(fh):
+        (n,) = u("H", fh)
+        return fh.read(n)[:-1].decode("utf-8")
+
+    tensors, aliases = {}, {}
+    with open(path, "rb") as fh:
+        (version,) = u("I", fh)
+        spec = string(fh)
+        (revision,) = u("I", fh)
+        if (version, spec, revision) != (BINARY_VERSION, SPEC, SPEC_REVISION):
+            raise SystemExit(f"{path}: CTranslate2 binary version {version}, spec {spec} revision {revision}; this "
+                             f"converter reads version {BINARY_VERSION}, {SPEC} revision {SPEC_REVISION}")
+        (count,) = u("I", fh)
+        for _ in range(count):
+            name = string(fh)
+            (rank,) = u("B", fh)
+            shape = u(f"{rank}I", fh)
+            (dtype,) = u("B", fh)
+            (nbytes,) = u("I", fh)
+            if dtype not in DTYPES:
+                raise SystemExit(f"{path}: tensor {name} has CTranslate2 dtype {dtype}, not one of {sorted(DTYPES)}")
+            data = np.frombuffer(fh.read(nbytes), dtype=DTYPES[dtype])
+            if data.size != int(np.prod(shape, dtype=np.int64)):
+                raise SystemExit(f"{path}: tensor {name} holds {data.size} values for shape {list(shape)}")
+            tensors[name] = data.reshape(shape)
+        (count,) = u("I", fh)
+        for _ in range(count):
+            alias = string(fh)
+            aliases[alias] = string(fh)
+        if fh.read(1):
+            raise SystemExit(f"{path}: bytes after the aliases")
+    for alias, target in aliases.items():
+        tensors[alias] = tensors[target]
+    return tensors
+
+
+class Weights:
+    """The checkpoint's tensors, each to be taken exactly once."""
+
+    def __init__(self, tensors):
+        self.tensors, self.taken = tensors, set()
+
+    def take(self, name):
+        if name not in self.tensors:
+            raise SystemExit(f"model.bin has no tensor {name}")
+        self.taken.add(name)
+        return self.tensors[name]
+
+    def f32(self, name):
+        return np.ascontiguousarray(self.take(name).astype(np.float32))
+
+    def scalar(self, name):
+        return int(self.take(name).reshape(-1)[0])
+
+    def left(self):
+        return sorted(set(self.tensors) - self.taken)
+
+
+def layers(tensors, side):
+    return len({m.group(1) for k in tensors if (m := re.match(rf"{side}/layer_(\d+)/", k))})
+
+
+def state_dict(w, n_enc, n_dec):
+    sd = {}
+
+    def linear(hf, ct):
+        sd[f"{hf}.weight"], sd[f"{hf}.bias"] = w.f32(f"{ct}/weight"), w.f32(f"{ct}/bias")
+
+    def norm(hf, ct):
+        sd[f"{hf}.weight"], sd[f"{hf}.bias"] = w.f32(f"{ct}/gamma"), w.f32(f"{ct}/beta")
+
+    def fused(hf, ct, names):
+        weights, biases = np.split(w.f32(f"{ct}/weight"), len(names)), np.split(w.f32(f"{ct}/bias"), len(names))
+        for n, wt, b in zip(names, weights, biases):
+            sd[f"{hf}.{n}.weight"] = np.ascontiguousarray(wt)
+            if n == "k_proj":
+                if np.any(b != 0):
+                    raise SystemExit(f"{ct}/bias: the K rows are not zero (max |b| {np.abs(b).max()}); Whisper's "
+                                     f"K projection has no bias")
+            else:
+                sd[f"{hf}.{n}.bias"] = np.ascontiguousarray(b)
+
+    for conv in ("conv1", "conv2"):
+        linear(f"model.encoder.{conv}", f"encoder/{conv}")
+    sd["model.encoder.embed_positions.weight"] = w.f32("encoder/position_encodings/encodings")
+    def self_attention_and_ffn(hf, ct):
+        norm(f"{hf}.self_attn_layer_norm", f"{ct}/self_attention/layer_norm")
+        fused(f"{hf}.self_attn", f"{ct}/self_attention/linear_0", ["q_proj", "k_proj", "v_proj"])
+        linear(f"{hf}.self_attn.out_proj", f"{ct}/self_attention/linear_1")
+        norm(f"{hf}.final_layer_norm", f"{ct}/ffn/layer_norm")
+        linear(f"{hf}.fc1", f"{ct}/ffn/linear_0")
+        linear(f"{hf}.fc2", f"{ct}/ffn/linear_1")
+
+    for i in range(n_enc):
+        self_attention_and_ffn(f"model.encoder.layers.{i}", f"encoder/layer_{i}")
+    norm("model.encoder.layer_norm", "encoder/layer_norm")
+    sd["model.decoder.embed_tokens.weight"] = w.f32("decoder/embeddings/weight")
+    sd["model.decoder.embed_positions.weight"] = w.f32("decoder/position_encodings/encodings")
+    for i in range(n_dec):
+        hf, ct = f"model.decoder.layers.{i}", f"decoder/layer_{i}"
+        self_attention_and_ffn(hf, ct)
+        # Cross-attention: Q from the decoder, K and V (fused) from the encoder's states.
+        norm(f"{hf}.encoder_attn_layer_norm", f"{ct}/attention/layer_norm")
+        linear(f"{hf}.encoder_attn.q_proj", f"{ct}/attention/linear_0")
+        fused(f"{hf}.encoder_attn", f"{ct}/attention/linear_1", ["k_proj", "v_proj"])
+        linear(f"{hf}.encoder_attn.out_proj", f"{ct}/attention/linear_2")
+    norm("model.decoder.layer_norm", "decoder/layer_norm")
+    return sd
+
+
+def convert(ct2_dir, out_dir):
+    """ct2_dir (model.bin, config.json, tokenizer.json) -> out_dir, a WhisperForConditionalGeneration folder."""
+    import torch
+    from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
+
+    tensors = read_model_bin(os.path.join(ct2_dir, "model.bin"))
+    w = Weights(tensors)
+    n_enc, n_dec = layers(tensors, "encoder"), layers(tensors, "decoder")
+    heads_enc, heads_dec = w.scalar("encoder/num_heads"), w.scalar("decoder/num_heads")
+    vocab, d_model = tensors["decoder/embeddings/weight"].shape
+    mels = tensors["encoder/conv1/weight"].shape[1]
+    ffn = tensors["encoder/layer_0/ffn/linear_0/weight"].shape[0]
+    sd = state_dict(w, n_enc, n_dec)
+    # The decoder's options, as Whisper has them (CTranslate2 ActivationType 3 is GELU), and its tied output head.
+    for flag, want in (("activation", 3), ("alibi", 0), ("pre_norm", 1), ("scale_embeddings", 0),
+                       ("start_from_zero_embedding", 0)):
+        if w.scalar(f"decoder/{flag}") != want:
+            raise SystemExit(f"{ct2_dir}/model.bin: decoder/{flag} is {w.scalar(f'decoder/{flag}')}, Whisper's is {want}")
+    if not np.array_equal(w.take("decoder/projection/weight"), tensors["decoder/embeddings/weight"]):
+        raise SystemExit(f"{ct2_dir}/model.bin: decoder/projection/weight is not the token embedding (Whisper ties them)")
+    w.take("decoder/alignment_heads"), w.take("decoder/alignment_layer")  # for timestamps; not a weight
+    if w.left():
+        raise SystemExit(f"{ct2_dir}/model.bin: tensors this converter does not place: {w.left()}")
+    with open(os.path.join(ct2_dir, "config.json")) as fh:
+        ct2_config = json.load(fh)
+    with open(os.path.join(ct2_dir, "tokenizer.json")) as fh:
+        added = {t["content"]: t["id"] for t in json.load(fh)["added_tokens"]}
+    eot, sot, no_ts = added["<|endoftext|>"], added["<|startoftranscript|>"], added["<|notimestamps|>"]
+    multilingual = vocab >= 51865  # English-only Whisper has 51,864 ids
+    cfg = WhisperConfig(
+        vocab_size=int(vocab), num_mel_bins=int(mels), d_model=int(d_model), encoder_layers=n_enc, decoder_layers=n_dec,
+        encoder_attention_heads=heads_enc, decoder_attention_heads=heads_dec, encoder_ffn_dim=int(ffn),
+        decoder_ffn_dim=int(ffn), max_source_positions=int(tensors["encoder/position_encodings/encodings"].shape[0]),
+        max_target_positions=int(tensors["decoder/position_encodings/encodings"].shape[0]), bos_token_id=eot,
+        eos_token_id=eot, pad_token_id=eot, decoder_start_token_id=sot, suppress_tokens=ct2_config["suppress_ids"],
+        begin_suppress_tokens=ct2_config["suppress_ids_begin"], tie_word_embeddings=True)
+    model = WhisperForConditionalGeneration(cfg)
+    missing, unexpected = model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=False)
+    missing = [m for m in missing if not m.endswith("k_proj.bias") and m != "proj_out.weight"]
+    if missing or unexpected:
+        raise SystemExit(f"{ct2_dir}: the converted weights leave {missing} unset and {unexpected} unused")
+    model.tie_weights()
+    if model.proj_out.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr():
+        raise SystemExit(f"{ct2_dir}: the output head is not tied to the token embedding")
+    gc = GenerationConfig(
+        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
+        suppress_tokens=ct2_config["suppress_ids"], begin_suppress_tokens=ct2_config["suppress_ids_begin"],
+        no_timestamps_token_id=no_ts, is_multilingual=multilingual, max_length=448,
+        alignment_heads=ct2_config["alignment_heads"])
+    if multilingual:
+        by_id = {i: t for t, i in added.items()}
+        gc.lang_to_id = {by_id[i]: i for i in ct2_config["lang_ids"]}
+        gc.task_to_id = {"transcribe": added["<|transcribe|>"], "translate": added["<|translate|>"]}
+    model.generation_config = gc
+    os.makedirs(out_dir, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    with open(os.path.join(ct2_dir, "tokenizer.json"), "rb") as src, open(os.path.join(out_dir, "tokenizer.json"), "wb") as dst:
+        dst.write(src.read())
+    write_json(os.path.join(out_dir, "preprocessor_config.json"), {
+        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": int(mels), "sampling_rate": 16000,
+        "hop_length": 160, "chunk_length": 30, "n_fft": 400, "n_samples": 480000, "nb_max_frames": 3000,
+        "padding_side": "right", "padding_value": 0.0, "return_attention_mask": False, "processor_class": "WhisperProcessor"})
+    write_json(os.path.join(out_dir, "tokenizer_config.json"), {
+        "tokenizer_class": "WhisperTokenizer", "model_max_length": 1024, "bos_token": "<|endoftext|>",
+        "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "errors": "replace",
+        "add_prefix_space": False})
+    n = sum(p.numel() for p in model.parameters())
+    log(f"      Whisper {n_enc}+{n_dec} layers, d_model {d_model}, vocabulary {vocab}, {mels} mel bins, "
+        f"{'multilingual' if multilingual else 'English-only'}: {n:,} parameters")
+
+
+def write_json(path, doc):
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def check_transcript(name, hf_dir, clip, want, language=None):
+    """The converted model's generate() transcribes the clip as the original does (its text begins with `want`)."""
+    import torch
+    import transformers
+
+    from .hf_run import load_audio
+
+    fe = transformers.WhisperFeatureExtractor.from_pretrained(hf_dir, local_files_only=True)
+    tok = transformers.AutoTokenizer.from_pretrained(hf_dir, local_files_only=True)
+    m = transformers.WhisperForConditionalGeneration.from_pretrained(hf_dir, dtype=torch.float32, local_files_only=True)
+    feats = fe(load_audio(clip, fe.sampling_rate), sampling_rate=fe.sampling_rate, return_tensors="pt").input_features
+    kw = dict(language=language, task="transcribe") if language else {}
+    with torch.inference_mode():
+        out = m.eval().generate(feats, max_new_tokens=64, do_sample=False, num_beams=1, **kw)
+    text = tok.decode(out[0], skip_special_tokens=True).strip()
+    if not text.startswith(want):
+        raise SystemExit(f"{name}: the converted model transcribes {os.path.basename(clip)} as {text!r}, expected {want!r}...")
+    log(f"      {name}: {os.path.basename(clip)} -> {text!r}")
