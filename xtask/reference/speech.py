@@ -92,6 +92,7 @@ def run(job, eos, n_new):
     feats = fe(wave, sampling_rate=fe.sampling_rate, return_tensors="pt").input_features.to(torch.float32)
     model = transformers.WhisperForConditionalGeneration.from_pretrained(ref, dtype=torch.float32, local_files_only=True)
     model = model.to("cpu").float().eval()
+    dequantized = dequantize(model, job["dequantize"]) if job.get("dequantize") else None
     gc = model.generation_config
     prefix = forced_prefix(gc, job.get("language"), job.get("task"))
     suppress, begin = list(gc.suppress_tokens or []), list(gc.begin_suppress_tokens or [])
@@ -135,4 +136,29 @@ def run(job, eos, n_new):
         "audio_features.noise": noise_stats(state[:, frames], enc64[:, frames]),
     }
     return dict(input_ids=ids, prompt_logits=prompt_logits, generated=torch.tensor(generated, dtype=torch.int64),
-                step_logits=step_logits, mm=mm, prefill64=prefill64, prefix=prefix)
+                step_logits=step_logits, mm=mm, prefill64=prefill64, prefix=prefix, dequantized=dequantized)
+
+
+def whisper_name(onnx_name):
+    """The HF parameter of a mobius Whisper weight: `encoder.*`/`decoder.*` sit under `model.`, except the output
+    head, which HF keeps at the top (`proj_out`)."""
+    if onnx_name.startswith("decoder.proj_out."):
+        return onnx_name[len("decoder."):]
+    return f"model.{onnx_name}"
+
+
+def dequantize(model, package):
+    """The int4 package's weights, dequantized exactly, in place of the model's (kernel parity, as goldens.py's
+    `dequantize` for text): both of its models. Returns (count, sha256 over both models' replaced weights)."""
+    import hashlib
+    import os
+
+    from .dequantize import dequantize_into
+
+    count, h = 0, hashlib.sha256()
+    for part in ("encoder", "decoder"):
+        path = os.path.join(package, part, "model.onnx")
+        n, sha = dequantize_into(model, path, rename=whisper_name)
+        count += n
+        h.update(f"{part}:{sha}".encode())
+    return count, h.hexdigest()

@@ -41,7 +41,7 @@ const TASKS: &[(&str, &str)] = &[
       (the Gemma tokenizer derived from the GGUF), then mobius packages (default and cpu at f32, f16, and int4
       by the project's quantizer); Whisper tiny.en and base from CTranslate2 checkpoints (same lock), converted
       to float32 Hugging Face folders (xtask/reference/ct2_whisper.py), mobius encoder-decoder packages at f32
-      and f16, and the speech cases' clips spoken by espeak-ng (Debian's package). mobius runs on numpy's and
+      and f16 (int4 by the project's quantizer, model by model), and the speech cases' clips spoken by espeak-ng (Debian's package). mobius runs on numpy's and
       torch's baseline kernels, so a package is the same bytes on any x86-64 machine. Built in
       ~/.cache/mobius-conformance/real (MOBIUS_REAL_CACHE) and linked
       at target/real; every file is checked against fixtures/real/MANIFEST.json (--record rewrites it). A

@@ -109,9 +109,15 @@ mod tests {
         let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(manifest()).unwrap()).unwrap();
         let files = m["files"].as_object().unwrap();
         let text = ["hf/model.safetensors", "hf/tokenizer.json", "onnx/default-f32/model.onnx", "onnx/default-int4/model.onnx"];
-        let speech =
-            ["hf/model.safetensors", "hf/tokenizer.json", "onnx/default-f32/encoder/model.onnx", "onnx/default-f16/decoder/model.onnx"];
-        let models = [("gemma3-270m", &text), ("smollm2-135m", &text), ("whisper-tiny-en", &speech), ("whisper-base", &speech)];
+        let speech = [
+            "hf/model.safetensors",
+            "hf/tokenizer.json",
+            "onnx/default-f32/encoder/model.onnx",
+            "onnx/default-f16/decoder/model.onnx",
+            "onnx/default-int4/encoder/model.onnx",
+        ];
+        let models =
+            [("gemma3-270m", &text[..]), ("smollm2-135m", &text[..]), ("whisper-tiny-en", &speech[..]), ("whisper-base", &speech[..])];
         for (model, model_files) in models {
             for f in model_files {
                 let k = format!("{model}/{f}");

@@ -220,9 +220,11 @@ struct Job {
 
 /// The int4 package whose weights the kernel-parity reference runs with: the first local int4 variant of the case
 /// (every build flavour quantizes the same float32 weights with the same quantizer, so they dequantize alike).
+/// An encoder-decoder's is the package folder: both of its models are dequantized.
 fn int4_package(suite: &Suite, case: &Case) -> Option<Result<PathBuf, String>> {
     let v = case.variants(&suite.root).into_iter().find(|v| v.dtype == Dtype::Int4)?;
     Some(match &v.package {
+        Some(Location::Local(p)) if case.is_speech_to_text() => Ok(p.clone()),
         Some(Location::Local(p)) => package_model(p).map_err(|e| e.to_string()),
         _ => Err(format!("the {}/{} variant names no local package to dequantize", v.ep, v.dtype)),
     })
@@ -396,9 +398,11 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
             failures += 1;
             continue;
         }
-        // One reference golden per modality, plus an int4 kernel-parity one for text when the case has int4 builds.
+        // One reference golden per modality, plus an int4 kernel-parity one when the case has int4 builds: for text,
+        // and for an encoder-decoder (whose speech.py dequantizes both models).
         let int4 = case.variants(&root).iter().any(|v| v.dtype == Dtype::Int4);
-        let dtypes = |m: Modality| if int4 && m == Modality::Text { vec![Dtype::F32, Dtype::Int4] } else { vec![Dtype::F32] };
+        let parity = |m: Modality| m == Modality::Text || case.is_speech_to_text();
+        let dtypes = |m: Modality| if int4 && parity(m) { vec![Dtype::F32, Dtype::Int4] } else { vec![Dtype::F32] };
         for modality in case.modalities() {
             for dtype in dtypes(modality) {
                 match plan_job(&suite, &case, modality, dtype, opts.from_raw.as_deref().unwrap_or(&work)) {
@@ -718,7 +722,8 @@ fn write_case_goldens(
         }
         targets.push((Kind::Inputs, paths.inputs.clone(), own.to_safetensors().map_err(|e| e.to_string())?));
     }
-    if !features.tensors.is_empty() && job.dtype.golden_suffix().is_none() {
+    // An int4 encoder is judged against its own kernel-parity reference's features, as its logits are.
+    if !features.tensors.is_empty() {
         targets.push((Kind::Features, paths.features.clone(), features.to_safetensors().map_err(|e| e.to_string())?));
     }
     for &level in job.case.levels() {

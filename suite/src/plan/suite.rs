@@ -146,8 +146,9 @@ impl Suite {
     }
 
     /// A case with one modality keeps mobius' names (`<case>.json`); with several, each has `<case>.<modality>.json`.
-    /// A dtype judged against its own reference (int4: kernel parity) adds its suffix, `<case>.int4.json`; the
-    /// processed inputs and encoder features stay those of the float32 reference.
+    /// A dtype judged against its own reference (int4: kernel parity) adds its suffix, `<case>.int4.json`, the
+    /// encoder features too (`<case>.int4.features.safetensors`: an int4 encoder's reference is the dequantized
+    /// one); the processed inputs stay those of the float32 reference.
     pub fn golden_paths(&self, case: &Case, modality: Modality, dtype: Dtype) -> GoldenPaths {
         let stem = if case.modalities().len() > 1 { format!("{}.{}", case.name, modality.slug()) } else { case.name.clone() };
         let mut base = GoldenPaths::new(&self.goldens_dir, &case.task_dir, &stem);
@@ -160,7 +161,6 @@ impl Suite {
             None => base,
             Some(suffix) => GoldenPaths {
                 inputs: base.inputs,
-                features: base.features,
                 shared_inputs: base.shared_inputs,
                 ..GoldenPaths::new(&self.goldens_dir, &case.task_dir, &format!("{stem}.{suffix}"))
             },
