@@ -149,9 +149,9 @@ impl Outcome {
         Outcome::new(Status::Fail, message)
     }
 
-    /// A trial that ended in `error`: bad input or a broken set-up, a failure no xfail entry can expect.
-    /// A trial that ended in an error fails with it; ONNX Runtime's refusal to load the package is the package's
-    /// failure, which an xfail entry may expect (`refused`, by its message).
+    /// A trial that ended in `error`: bad input or a broken set-up, a failure no xfail entry can expect; except ONNX
+    /// Runtime's refusal to load the package, the package's failure, which an entry may expect (`refused`, by its
+    /// message).
     pub fn from_error(trial: &str, error: &Error) -> Outcome {
         let failure = error.is_refusal().then(|| Box::new(crate::judge::xfail::Failure::refused(error.message().to_string())));
         Outcome { failure, ..Outcome::fail(format!("{trial}: {error}")) }

