@@ -86,6 +86,11 @@ fn unknown_field_names_file_and_field() {
     assert!(e.contains("cases/causal-lm/x.yaml") && e.contains("revison"), "{e}");
     let e = parse(&CASE.replace("  max_new_tokens: 8", "  max_new_tokens: 8\n  temperature: 0.7")).unwrap_err();
     assert!(e.contains("temperature"), "{e}");
+    // Whisper's task token is one of two words; another is refused naming the value and the file.
+    let task = |t: &str| CASE.replace("  do_sample: false", &format!("  do_sample: false\n  lang: en\n  task: {t}"));
+    assert_eq!(parse(&task("translate")).unwrap().spec.generation.task, Some(mobius_conformance::plan::case::SpeechTask::Translate));
+    let e = parse(&task("transcribe_all")).unwrap_err();
+    assert!(e.contains("cases/causal-lm/x.yaml") && e.contains("transcribe_all"), "{e}");
     let e = parse(&CASE.replace("  eps: [default, cpu]", "  eps: [default, cpu]\n  ep: cuda")).unwrap_err();
     assert!(e.contains("`ep`") || e.contains("ep"), "{e}");
     // An accuracy entry's overrides refuse a misspelt one too, and take the right ones.

@@ -75,14 +75,14 @@ def read_model_bin(path):
 
 
 class Weights:
-    """The checkpoint's tensors, each to be taken exactly once."""
+    """The checkpoint's tensors, each to be taken exactly once; `where` names the file in errors."""
 
-    def __init__(self, tensors):
-        self.tensors, self.taken = tensors, set()
+    def __init__(self, tensors, where):
+        self.tensors, self.where, self.taken = tensors, where, set()
 
     def take(self, name):
         if name not in self.tensors:
-            raise SystemExit(f"model.bin has no tensor {name}")
+            raise SystemExit(f"{self.where}: no tensor {name}")
         self.taken.add(name)
         return self.tensors[name]
 
@@ -115,7 +115,7 @@ def state_dict(w, n_enc, n_dec):
             sd[f"{hf}.{n}.weight"] = np.ascontiguousarray(wt)
             if n == "k_proj":
                 if np.any(b != 0):
-                    raise SystemExit(f"{ct}/bias: the K rows are not zero (max |b| {np.abs(b).max()}); Whisper's "
+                    raise SystemExit(f"{w.where}: {ct}/bias: the K rows are not zero (max |b| {np.abs(b).max()}); Whisper's "
                                      f"K projection has no bias")
             else:
                 sd[f"{hf}.{n}.bias"] = np.ascontiguousarray(b)
@@ -148,29 +148,36 @@ def state_dict(w, n_enc, n_dec):
     return sd
 
 
+def placed(tensors, where):
+    """The checkpoint's tensors as transformers names them, every one placed and the decoder's options checked
+    (`where` names the file in errors): (state dict, (encoder, decoder) layers, (encoder, decoder) heads)."""
+    w = Weights(tensors, where)
+    n_enc, n_dec = layers(tensors, "encoder"), layers(tensors, "decoder")
+    heads = (w.scalar("encoder/num_heads"), w.scalar("decoder/num_heads"))
+    sd = state_dict(w, n_enc, n_dec)
+    # The decoder's options, as Whisper has them (CTranslate2 ActivationType 3 is GELU), and its tied output head.
+    for flag, want in (("activation", 3), ("alibi", 0), ("pre_norm", 1), ("scale_embeddings", 0),
+                       ("start_from_zero_embedding", 0)):
+        if w.scalar(f"decoder/{flag}") != want:
+            raise SystemExit(f"{where}: decoder/{flag} is {w.scalar(f'decoder/{flag}')}, Whisper's is {want}")
+    if not np.array_equal(w.take("decoder/projection/weight"), tensors["decoder/embeddings/weight"]):
+        raise SystemExit(f"{where}: decoder/projection/weight is not the token embedding (Whisper ties them)")
+    w.take("decoder/alignment_heads"), w.take("decoder/alignment_layer")  # for timestamps; not a weight
+    if w.left():
+        raise SystemExit(f"{where}: tensors this converter does not place: {w.left()}")
+    return sd, (n_enc, n_dec), heads
+
+
 def convert(ct2_dir, out_dir):
     """ct2_dir (model.bin, config.json, tokenizer.json) -> out_dir, a WhisperForConditionalGeneration folder."""
     import torch
     from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
 
     tensors = read_model_bin(os.path.join(ct2_dir, "model.bin"))
-    w = Weights(tensors)
-    n_enc, n_dec = layers(tensors, "encoder"), layers(tensors, "decoder")
-    heads_enc, heads_dec = w.scalar("encoder/num_heads"), w.scalar("decoder/num_heads")
+    sd, (n_enc, n_dec), (heads_enc, heads_dec) = placed(tensors, f"{ct2_dir}/model.bin")
     vocab, d_model = tensors["decoder/embeddings/weight"].shape
     mels = tensors["encoder/conv1/weight"].shape[1]
     ffn = tensors["encoder/layer_0/ffn/linear_0/weight"].shape[0]
-    sd = state_dict(w, n_enc, n_dec)
-    # The decoder's options, as Whisper has them (CTranslate2 ActivationType 3 is GELU), and its tied output head.
-    for flag, want in (("activation", 3), ("alibi", 0), ("pre_norm", 1), ("scale_embeddings", 0),
-                       ("start_from_zero_embedding", 0)):
-        if w.scalar(f"decoder/{flag}") != want:
-            raise SystemExit(f"{ct2_dir}/model.bin: decoder/{flag} is {w.scalar(f'decoder/{flag}')}, Whisper's is {want}")
-    if not np.array_equal(w.take("decoder/projection/weight"), tensors["decoder/embeddings/weight"]):
-        raise SystemExit(f"{ct2_dir}/model.bin: decoder/projection/weight is not the token embedding (Whisper ties them)")
-    w.take("decoder/alignment_heads"), w.take("decoder/alignment_layer")  # for timestamps; not a weight
-    if w.left():
-        raise SystemExit(f"{ct2_dir}/model.bin: tensors this converter does not place: {w.left()}")
     with open(os.path.join(ct2_dir, "config.json")) as fh:
         ct2_config = json.load(fh)
     with open(os.path.join(ct2_dir, "tokenizer.json")) as fh:
