@@ -36,9 +36,11 @@ pub mod plan {
 /// What a package is fed: processed inputs, the tokenizer, the package's own configuration, and the package checked
 /// against its builder's manifest.
 pub mod feed {
+    pub mod audio;
     pub mod generation_config;
     pub mod inputs;
     pub mod integrity;
+    pub mod log_mel;
     pub mod package;
     pub mod tokenizer;
 }
@@ -75,8 +77,20 @@ pub mod accuracy {
     pub mod eval;
     pub mod gate;
     pub mod lmeval;
+    pub mod lmms;
+    pub mod media_gate;
+    pub mod paired;
+    pub mod protocol;
     pub mod scoring;
     pub mod task;
+    /// lmms-eval's scorers for generated answers, as lmms-eval 0.7.3 computes them.
+    pub mod scorers {
+        pub mod anls;
+        pub mod normalizer;
+        pub mod ocrbench;
+        pub mod relaxed;
+        pub mod wer;
+    }
 }
 
 pub use error::{Error, Result};

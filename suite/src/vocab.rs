@@ -96,6 +96,8 @@ pub enum Level {
     /// The package as onnxruntime-genai runs it (its `genai_config.json`, model, tokenizer, processor and greedy
     /// generator): tokens against the L5 golden, prefill logits against the L4 golden.
     Genai,
+    /// The multimodal accuracy gate with every item through onnxruntime-genai's own processor and generator.
+    AccuracyGenai,
 }
 
 impl Level {
@@ -107,6 +109,7 @@ impl Level {
             Level::AudioEncoder => "audio_encoder",
             Level::Accuracy => "accuracy",
             Level::Genai => "genai",
+            Level::AccuracyGenai => "accuracy_genai",
         }
     }
 
@@ -120,6 +123,7 @@ impl Level {
             "audio_encoder" => Some(Level::AudioEncoder),
             "accuracy" => Some(Level::Accuracy),
             "genai" => Some(Level::Genai),
+            "accuracy_genai" => Some(Level::AccuracyGenai),
             _ => None,
         }
     }
@@ -243,8 +247,9 @@ impl fmt::Display for Device {
 pub enum TrialId {
     /// `<case>/<modality>/<ep>/<dtype>/<level>`.
     Conformance { case: String, modality: Modality, ep: Ep, dtype: Dtype, level: Level },
-    /// `<task>/<case>/<ep>/<dtype>/accuracy`: the accuracy gate on one task.
-    Accuracy { task: String, case: String, ep: Ep, dtype: Dtype },
+    /// `<task>/<case>/<ep>/<dtype>/accuracy`: the accuracy gate on one task; `.../accuracy_genai` for a multimodal
+    /// task's items through onnxruntime-genai (`level` is one of the two).
+    Accuracy { task: String, case: String, ep: Ep, dtype: Dtype, level: Level },
     /// `<case>/case`: a case file that does not load.
     Case { case: String },
 }
@@ -260,7 +265,7 @@ impl TrialId {
     pub fn level(&self) -> Option<Level> {
         match self {
             TrialId::Conformance { level, .. } => Some(*level),
-            TrialId::Accuracy { .. } => Some(Level::Accuracy),
+            TrialId::Accuracy { level, .. } => Some(*level),
             TrialId::Case { .. } => None,
         }
     }
@@ -283,12 +288,12 @@ impl TrialId {
         let mut parts = name.rsplitn(5, '/');
         let (last, dtype, ep, fourth, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let (ep, dtype) = (Ep::parse(ep)?, Dtype::parse(dtype)?);
-        if last == "accuracy" {
+        if let level @ (Level::Accuracy | Level::AccuracyGenai) = Level::parse(last)? {
             let (task, case) = match rest.split_once('/') {
                 Some((task, head)) => (task.to_string(), format!("{head}/{fourth}")),
                 None => (rest.to_string(), fourth.to_string()),
             };
-            return Some(TrialId::Accuracy { task, case, ep, dtype });
+            return Some(TrialId::Accuracy { task, case, ep, dtype, level });
         }
         let level = Level::parse(last)?;
         Some(TrialId::Conformance { case: rest.to_string(), modality: Modality::parse(fourth)?, ep, dtype, level })
@@ -299,7 +304,7 @@ impl TrialId {
     pub fn group_and_leaf(&self) -> (String, String) {
         match self {
             TrialId::Conformance { case, modality, ep, dtype, level } => (format!("{case}/{modality}/{ep}/{dtype}"), level.to_string()),
-            TrialId::Accuracy { task, case, ep, dtype } => (format!("{task}/{case}/{ep}/{dtype}"), "accuracy".into()),
+            TrialId::Accuracy { task, case, ep, dtype, level } => (format!("{task}/{case}/{ep}/{dtype}"), level.to_string()),
             TrialId::Case { case } => (case.clone(), "case".into()),
         }
     }
@@ -320,7 +325,7 @@ impl fmt::Display for TrialId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TrialId::Conformance { case, modality, ep, dtype, level } => write!(f, "{case}/{modality}/{ep}/{dtype}/{level}"),
-            TrialId::Accuracy { task, case, ep, dtype } => write!(f, "{task}/{case}/{ep}/{dtype}/accuracy"),
+            TrialId::Accuracy { task, case, ep, dtype, level } => write!(f, "{task}/{case}/{ep}/{dtype}/{level}"),
             TrialId::Case { case } => write!(f, "{case}/case"),
         }
     }
@@ -342,8 +347,27 @@ mod tests {
                 level: Level::AudioEncoder,
             },
             TrialId::Conformance { case: "x".into(), modality: Modality::Image, ep: Ep::Cuda, dtype: Dtype::Bf16, level: Level::Genai },
-            TrialId::Accuracy { task: "arith".into(), case: "arith-tiny".into(), ep: Ep::Default, dtype: Dtype::F32 },
-            TrialId::Accuracy { task: "knowledge".into(), case: "real/gemma3".into(), ep: Ep::Cpu, dtype: Dtype::F16 },
+            TrialId::Accuracy {
+                task: "arith".into(),
+                case: "arith-tiny".into(),
+                ep: Ep::Default,
+                dtype: Dtype::F32,
+                level: Level::Accuracy,
+            },
+            TrialId::Accuracy {
+                task: "knowledge".into(),
+                case: "real/gemma3".into(),
+                ep: Ep::Cpu,
+                dtype: Dtype::F16,
+                level: Level::Accuracy,
+            },
+            TrialId::Accuracy {
+                task: "ocrbench".into(),
+                case: "real/gemma4".into(),
+                ep: Ep::Cuda,
+                dtype: Dtype::F16,
+                level: Level::AccuracyGenai,
+            },
             TrialId::Case { case: "broken".into() },
             TrialId::Case { case: "dir/broken".into() },
         ];

@@ -1,13 +1,15 @@
-//! The seven corners where the gate once differed from lm-evaluation-harness 0.4.13. Every expectation comes from
+//! The corners where the gate once differed from lm-evaluation-harness 0.4.13. Every expectation comes from
 //! lm-eval itself: `xtask/reference/lmeval/corners.py` ran its `hf` model on the arith fixture over the corner tasks
 //! of tests/data/lmeval/tasks and kept contexts, the token ids of its own `_encode_pair`, log-likelihoods,
-//! generations and per-item metrics in tests/data/lmeval/corners.json.
+//! generations and per-item metrics in tests/data/lmeval/corners.json; without a model, it ran lm-eval's `regex`
+//! filter and multiple_choice `process_results` on crafted inputs (tests/data/lmeval/corners-crafted.json).
 
 mod common;
 
 use common::{Scratch, write};
 use mobius_conformance::accuracy::gate;
-use mobius_conformance::accuracy::scoring::Scored;
+use mobius_conformance::accuracy::lmeval::python_re;
+use mobius_conformance::accuracy::scoring::{self, Scored};
 use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, Source, Task};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::paths::workspace_root;
@@ -163,4 +165,138 @@ fn fewshot_from_the_test_split_leaves_out_the_scored_document() {
     assert_eq!(items[1].context, "22+13= 35\n\n17+91= 108\n\n90+94=", "doc 1 is not its own example");
     assert!(!items[6].context.contains("90+94= 184"), "doc 6 equals doc 1: every copy is left out");
     check_multiple_choice("self-shot", &items);
+}
+
+/// The model-free corners: lm-eval's own regex filter and multiple_choice scoring on crafted inputs
+/// (tests/data/lmeval/corners-crafted.json, written by the same script).
+fn crafted() -> Value {
+    let text = std::fs::read_to_string(workspace_root().join("tests/data/lmeval/corners-crafted.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn python_classes_are_pythons_code_point_by_code_point() {
+    let c = crafted();
+    assert_eq!((c["python"].as_str(), c["unicode"].as_str()), (Some("3.11.7"), Some("14.0.0")), "the tables' Python");
+    // Every scalar value once, in order: a single-character pattern's matches are its set.
+    let all: String = (0..0x110000u32).filter_map(char::from_u32).collect();
+    let sweeps = c["sweeps"].as_object().unwrap();
+    assert!(sweeps.len() >= 28, "{} sweeps", sweeps.len());
+    for (pattern, want) in sweeps {
+        let rx = python_re::compile(pattern).unwrap_or_else(|e| panic!("{e}"));
+        let mut runs: Vec<[u32; 2]> = Vec::new();
+        for m in rx.find_iter(&all) {
+            let ch = m.as_str().chars().next().unwrap() as u32;
+            assert_eq!(m.as_str().chars().count(), 1, "{pattern}: one character per match");
+            match runs.last_mut() {
+                Some(r) if r[1] + 1 == ch => r[1] = ch,
+                _ => runs.push([ch, ch]),
+            }
+        }
+        let want: Vec<[u32; 2]> =
+            want.as_array().unwrap().iter().map(|r| [r[0].as_u64().unwrap() as u32, r[1].as_u64().unwrap() as u32]).collect();
+        assert_eq!(runs, want, "{pattern}: Python's set (as runs), code point by code point");
+    }
+}
+
+#[test]
+fn the_regex_filter_answers_as_lm_evals_item_for_item() {
+    let c = crafted();
+    let pairs = c["regex_pairs"].as_array().unwrap();
+    assert!(pairs.len() >= 60, "{} pairs", pairs.len());
+    for p in pairs {
+        let (pattern, text) = (p["pattern"].as_str().unwrap(), p["text"].as_str().unwrap());
+        assert!(python_re::translate(pattern).is_ok(), "{pattern:?} is refused: {:?}", python_re::translate(pattern));
+        let got = task::extract_answer(Some(pattern), text);
+        assert_eq!(got, p["filtered"].as_str().unwrap(), "pattern {pattern:?} on {text:?}");
+    }
+    // The case that found it: U+001D ends `\S+` in Python, not in Rust's own `\S`.
+    assert_eq!(task::extract_answer(Some(r"(\S+)"), "8\u{1d}se\u{1d}\u{10}e"), "8");
+    let spaces: Vec<u64> = c["regex_pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pattern"] == r"(\S+)")
+        .filter_map(|p| {
+            let t: Vec<char> = p["text"].as_str().unwrap().chars().collect();
+            (t.len() == 5).then(|| t[2] as u64)
+        })
+        .collect();
+    let python: Vec<u64> = corners()["python_whitespace"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(spaces, python, "every Python whitespace code point is crossed");
+}
+
+#[test]
+fn a_pattern_rust_cannot_match_as_python_is_refused_by_name() {
+    let cases = [
+        ("((?<=The answer is )(.*)(?=.))", "lookbehind"),
+        ("(?=(female|male))", "lookahead"),
+        (r"\b(True|False)\b", "word boundary"),
+        (r"(a)\1", "backreference"),
+        ("(?P<x>a)(?P=x)", "backreference"),
+        ("(?>ab)", "atomic group"),
+        ("a*+", "possessive"),
+        ("(?(1)a|b)", "conditional"),
+        ("(?x) a", "verbose"),
+        (r"(?a)\w", "ASCII flag"),
+        (r"\N{DIGIT ONE}", "named character"),
+        ("(?i)caf\u{e9}", "non-ASCII letter"),
+        ("(?i)[\u{e0}-\u{e9}]", "non-ASCII letter"),
+        ("(a$)", "inside a capturing group"),
+        ("a$\\n", "followed by more pattern"),
+        (r"(?:a$|b)\s", "followed by more pattern"),
+        ("(?:a$)+", "repeated group"),
+        ("a(?i)b", "global flags"),
+        ("*a", "nothing to repeat"),
+        ("a**", "nothing to repeat"),
+        (r"\p{L}", "unknown escape"),
+        ("[a", "unterminated"),
+        ("[z-a]", "bad character range"),
+    ];
+    for (pattern, feature) in cases {
+        let e = python_re::translate(pattern).expect_err(pattern);
+        assert!(e.feature.contains(feature), "{pattern:?}: {e}");
+    }
+    // A task file names itself, the field and the feature.
+    let s = Scratch::new("corner-refused");
+    let body = "output_type: generate_until\ndoc_to_text: question\ndoc_to_target: answer\ngeneration_kwargs:\n  until: [\"\\n\"]\nmetric: exact_match\nanswer_regex: \"(?<=is )(\\\\d+)\"\n";
+    write(&s.0.join("r.yaml"), &format!("test: {}\n{body}", workspace_root().join("fixtures/tasks/arith/test.jsonl").display()));
+    let e = Task::load_with(&s.0, "r.yaml", &Source::with_external_paths(true)).unwrap_err().to_string();
+    assert!(e.contains("r.yaml") && e.contains("answer_regex") && e.contains("lookbehind"), "{e}");
+    // `$` where nothing follows, Python's final-newline rule included.
+    assert_eq!(task::extract_answer(Some(r"(\w+)$"), "end\n"), "end");
+    assert_eq!(task::extract_answer(Some(r"(\w+)$"), "end\n\n"), "[invalid]");
+}
+
+/// `nan`, `inf` and `-inf` as the script writes them; numbers as they are.
+fn float(v: &Value) -> f64 {
+    match v.as_str() {
+        Some("nan") => f64::NAN,
+        Some("inf") => f64::INFINITY,
+        Some("-inf") => f64::NEG_INFINITY,
+        Some(s) => panic!("log-likelihood {s:?}"),
+        None => v.as_f64().unwrap(),
+    }
+}
+
+#[test]
+fn acc_norm_chooses_as_lm_evals_process_results_with_empty_choices() {
+    let c = crafted();
+    let items = c["acc_norm_items"].as_array().unwrap();
+    assert!(items.len() >= 30, "{} items", items.len());
+    let mut empties = 0;
+    for (i, it) in items.iter().enumerate() {
+        let choices: Vec<String> = it["choices"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+        let ll: Vec<f64> = it["logliks"].as_array().unwrap().iter().map(float).collect();
+        let picks = scoring::pick(&ll, &choices);
+        let want = (it["acc"].as_u64().unwrap() as usize, it["acc_norm"].as_u64().unwrap() as usize);
+        assert_eq!((picks.acc, picks.acc_norm), want, "item {i}: choices {choices:?}, log-likelihoods {ll:?}");
+        empties += choices.iter().any(String::is_empty) as usize;
+    }
+    assert!(empties >= 20, "{empties} items with an empty choice");
+    // Upstream of the division: an empty choice is scored as the delimiter alone; with no delimiter its
+    // continuation has no tokens, which lm-eval's `_loglikelihood_tokens` asserts against, and the suite refuses.
+    let tok = TextTokenizer::load(&workspace_root().join("fixtures/arith-tiny/hf")).unwrap();
+    assert!(!task::encode_pair(&tok, "22+13=", " ").unwrap().continuation.is_empty());
+    assert!(task::encode_pair(&tok, "22+13=", "").is_err());
 }

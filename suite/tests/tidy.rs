@@ -18,6 +18,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("accuracy", "numeric"),
     ("accuracy", "paths"),
     ("accuracy", "run"),
+    ("accuracy", "vocab"),
     ("context", "error"),
     ("context", "vocab"),
     ("feed", "error"),

@@ -24,6 +24,11 @@ and for each speech model of SPEECH (Whisper, CTranslate2 checkpoints shipped as
                                      the f32 package quantized (int4_encoder_decoder)
     audio/                           the speech cases' clips, spoken by espeak-ng from CLIPS' text (Debian's
                                      package; `.ci/run` installs it), resampled to 16 kHz mono FLAC
+    datasets/datasets--lmms-lab-audio--librispeech/
+                                     the speech gate's data set (SPEECH_GATE): sentences written for the suite,
+                                     each spoken by espeak-ng in two voices, and the bundled LibriSpeech clip, as
+                                     one Parquet file in lmms-eval's `librispeech_test_clean` schema, laid out as
+                                     the Hugging Face hub cache holds the dataset
 
 Every output is hashed and checked against the committed manifest (--record writes it instead): a rebuild on
 another machine gives the same bytes, or the build fails naming the file. Each step leaves a stamp
@@ -119,6 +124,30 @@ CLIPS = [
 ]
 ESPEAK = ["espeak-ng", "-v", "en-us", "-s", "150"]
 CLIP_RATE = 16_000
+
+# The speech gate's data set: what lmms-eval's `librispeech_test_clean` task reads (dataset_path
+# lmms-lab-audio/librispeech, dataset_name and test_split librispeech_test_clean), with rows the suite owns. Each
+# sentence of `sentences` (written for the suite, one a line, the reference transcript `gt`) is spoken in each of
+# `voices` (espeak-ng voice, words a minute): en-us at 160 is the clips' voice a little faster; `en` (British
+# English) with the variant m3 at 140 differs in accent, timbre and pace. Whisper tiny.en transcribes both about
+# equally well; the female variants it understood worse. (espeak-ng 1.51 ignores a variant after `en-gb`, hence
+# `en`.) The bundled LibriSpeech clip adds one real recording with its LibriSpeech transcript. The file sits where
+# the hub cache would keep the dataset's `librispeech_test_clean` folder (`<config>/<split>-00000-of-00001.parquet`,
+# as the hub repository names its shards), under a fixed revision that refs/main names.
+SPEECH_GATE = dict(
+    sentences="fixtures/real/speech-gate/sentences.txt",
+    voices=[("en-us", 160), ("en+m3", 140)],
+    librispeech=("652-129742-0006", "fixtures/media/652-129742-0006.flac",
+                 "CAULIFLOWER MAYONNAISE TAKE COLD BOILED CAULIFLOWER BREAK INTO BRANCHES ADDING SALT PEPPER AND "
+                 "VINEGAR TO SEASON"),
+    repo="datasets--lmms-lab-audio--librispeech",
+    revision="speech-gate",
+    config="librispeech_test_clean",
+    split="librispeech_test_clean",
+    # lmms-eval's prompt for the task (utils.librispeech_doc_to_text), carried in the hub files' `prompt` column
+    prompt="Please recognize the speech and only output the recognized content:",
+    task="asr_en",
+)
 
 PIP_ATTEMPTS = 4
 
@@ -340,23 +369,116 @@ def espeak_version():
     return r.stdout.strip()
 
 
-def speak(out_dir):
-    """CLIPS, spoken by espeak-ng, with their silences, resampled to CLIP_RATE, as 16-bit mono FLAC."""
+def spoken(espeak, text, wav, before=0.0, after=0.0):
+    """`text` spoken by the `espeak` command (written to `wav`, then removed), resampled to CLIP_RATE, with
+    `before` and `after` seconds of silence, as 16-bit samples."""
     import numpy as np
     import soundfile as sf
     from scipy.signal import resample_poly
 
+    subprocess.run(espeak + ["-w", wav, text], check=True)
+    wave, rate = sf.read(wav, dtype="float64")
+    os.remove(wav)
+    g = np.gcd(rate, CLIP_RATE)
+    wave = resample_poly(wave, CLIP_RATE // g, rate // g)
+    wave = np.concatenate([np.zeros(int(before * CLIP_RATE)), wave, np.zeros(int(after * CLIP_RATE))])
+    return np.clip(np.round(wave * 32767), -32768, 32767).astype(np.int16)
+
+
+def speak(out_dir):
+    """CLIPS, spoken by espeak-ng, with their silences, resampled to CLIP_RATE, as 16-bit mono FLAC."""
+    import soundfile as sf
+
     for file, text, before, after in CLIPS:
-        wav = os.path.join(out_dir, file + ".wav")
-        subprocess.run(ESPEAK + ["-w", wav, text], check=True)
-        wave, rate = sf.read(wav, dtype="float64")
-        os.remove(wav)
-        g = np.gcd(rate, CLIP_RATE)
-        wave = resample_poly(wave, CLIP_RATE // g, rate // g)
-        wave = np.concatenate([np.zeros(int(before * CLIP_RATE)), wave, np.zeros(int(after * CLIP_RATE))])
-        pcm = np.clip(np.round(wave * 32767), -32768, 32767).astype(np.int16)
+        pcm = spoken(ESPEAK, text, os.path.join(out_dir, file + ".wav"), before, after)
         sf.write(os.path.join(out_dir, file), pcm, CLIP_RATE, subtype="PCM_16", format="FLAC")
         log(f"      {file}: {len(pcm) / CLIP_RATE:.2f} s")
+
+
+def gate_sentences():
+    """SPEECH_GATE's sentences: one a line, plain ASCII, none empty or repeated."""
+    path = os.path.join(HERE, "..", "..", SPEECH_GATE["sentences"])
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        lines = raw.decode("ascii").split("\n")
+    except UnicodeDecodeError as e:
+        raise SystemExit(f"{SPEECH_GATE['sentences']}: not plain ASCII ({e})")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if line.strip() != line or not line:
+            raise SystemExit(f"{SPEECH_GATE['sentences']}:{n}: empty, or spaces around the sentence")
+    if len(set(lines)) != len(lines):
+        raise SystemExit(f"{SPEECH_GATE['sentences']}: a sentence is repeated")
+    return lines
+
+
+def gate_rows(tmp_dir):
+    """The speech gate's rows, sorted by `id`: each sentence in each voice (FLAC at CLIP_RATE), and the bundled
+    LibriSpeech clip's own FLAC bytes."""
+    import io
+
+    import soundfile as sf
+
+    rows = []
+    for n, text in enumerate(gate_sentences(), 1):
+        for voice, wpm in SPEECH_GATE["voices"]:
+            pcm = spoken(["espeak-ng", "-v", voice, "-s", str(wpm)], text, os.path.join(tmp_dir, "gate.wav"))
+            buf = io.BytesIO()
+            sf.write(buf, pcm, CLIP_RATE, subtype="PCM_16", format="FLAC")
+            rid = f"{n:03d}-{voice}-{wpm}"
+            rows.append(dict(id=rid, flac=buf.getvalue(), seconds=len(pcm) / CLIP_RATE, gt=text,
+                             source=f"espeak-ng {voice} {wpm} wpm"))
+    rid, rel, gt = SPEECH_GATE["librispeech"]
+    path = os.path.join(HERE, "..", "..", rel)
+    info = sf.info(path)
+    if info.samplerate != CLIP_RATE or info.channels != 1:
+        raise SystemExit(f"{rel}: {info.samplerate} Hz, {info.channels} channels; the speech gate wants "
+                         f"{CLIP_RATE} Hz mono")
+    with open(path, "rb") as fh:
+        rows.append(dict(id=rid, flac=fh.read(), seconds=info.frames / CLIP_RATE, gt=gt, source="librispeech"))
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def speech_gate(out_dir):
+    """The speech gate's Parquet file, written by `datasets` as `push_to_hub` writes the hub's files (the
+    `huggingface` schema metadata, the Audio feature as {bytes, path}, its own per-column compression), with no
+    time or host in it; and refs/main naming its revision, as the hub cache keeps it."""
+    import datasets
+    import pyarrow as pa
+
+    g = SPEECH_GATE
+    rows = gate_rows(out_dir)
+    features = datasets.Features({
+        "audio": datasets.Audio(sampling_rate=CLIP_RATE),
+        "prompt": datasets.Value("string"),
+        "gt": datasets.Value("string"),
+        "source": datasets.Value("string"),
+        "task": datasets.Value("string"),
+        "id": datasets.Value("string"),
+    })
+    # Built as Arrow, not through Features.encode_example: the bytes are already FLAC, and encoding would need
+    # torchcodec for nothing.
+    table = pa.table({
+        "audio": pa.array([{"bytes": r["flac"], "path": r["id"] + ".flac"} for r in rows],
+                          type=features["audio"].pa_type),
+        "prompt": pa.array([g["prompt"]] * len(rows), pa.string()),
+        "gt": pa.array([r["gt"] for r in rows], pa.string()),
+        "source": pa.array([r["source"] for r in rows], pa.string()),
+        "task": pa.array([g["task"]] * len(rows), pa.string()),
+        "id": pa.array([r["id"] for r in rows], pa.string()),
+    })
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset(table, info=datasets.DatasetInfo(features=features))
+    folder = os.path.join(out_dir, "snapshots", g["revision"], g["config"])
+    os.makedirs(folder)
+    ds.to_parquet(os.path.join(folder, f"{g['split']}-00000-of-00001.parquet"))
+    os.makedirs(os.path.join(out_dir, "refs"))
+    with open(os.path.join(out_dir, "refs", "main"), "w") as fh:
+        fh.write(g["revision"])
+    seconds = sum(r["seconds"] for r in rows)
+    log(f"      {len(rows)} rows, {seconds:.1f} s of audio ({seconds / 60:.1f} min)")
 
 
 def mobius(root, hf_rel, out_dir, ep, dtype, keep_all=False):
@@ -446,6 +568,13 @@ def main():
         log("audio:")
         b.step("audio: the speech cases' clips (espeak-ng)", os.path.join(cache, "audio"),
                {"clips": CLIPS, "espeak": [ESPEAK, espeak_version()], "rate": CLIP_RATE}, speak)
+        with open(os.path.join(HERE, "..", "..", SPEECH_GATE["sentences"]), "rb") as fh:
+            sentences_sha = hashlib.sha256(fh.read()).hexdigest()
+        gate_versions = {p: md.version(p) for p in ("datasets", "pyarrow", "soundfile", "scipy", "numpy")}
+        b.step("datasets: the speech gate's data set (espeak-ng, lmms-lab-audio/librispeech's schema)",
+               os.path.join(cache, "datasets", SPEECH_GATE["repo"]),
+               {"speech_gate": SPEECH_GATE, "sentences": sentences_sha, "espeak": espeak_version(), "rate": CLIP_RATE,
+                "versions": gate_versions}, speech_gate)
     flac = os.path.join(HERE, "..", "..", "fixtures", "media", "652-129742-0006.flac")
     for name in speech:
         model = SPEECH[name]
@@ -490,7 +619,8 @@ def main():
 
         def rebuilt(k):
             parts = k.split("/")
-            return parts[0] in names + speech or (parts[0] == "ct2" and parts[1] in speech) or (parts[0] == "audio" and speech)
+            return parts[0] in names + speech or (parts[0] == "ct2" and parts[1] in speech) or \
+                (parts[0] in ("audio", "datasets") and speech)
 
         keep = {k: v for k, v in old.items() if not rebuilt(k)}
         keep_sizes = {k: v for k, v in old_sizes.items() if k in keep}

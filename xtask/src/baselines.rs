@@ -36,6 +36,9 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
         let file = entry.file();
+        if mobius_conformance::accuracy::lmms::is_lmms_file(&root.join(file)) {
+            continue; // an lmms-eval task: crate::media_baselines
+        }
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
         let tok = case
             .tokenizer_location(root)

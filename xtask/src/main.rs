@@ -8,6 +8,7 @@ mod baselines;
 mod bench;
 mod ci;
 mod gpu;
+mod media_baselines;
 mod mutants;
 mod new_case;
 mod real;
@@ -128,11 +129,12 @@ const TASKS: &[(&str, &str)] = &[
     (
         "reference-data",
         "\
-  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles ...]
+  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles|lmms-data|log-mel ...]
       Rewrite the committed data the reference tools produce, from the repository root: the real tier's
       knowledge items (fixtures/tasks/knowledge/test.jsonl, seeded), and lm-eval 0.4.13's own answers on the
-      gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json), which the
-      suite's tests compare with. `git diff` shows what changed.
+      gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json), the
+      multimodal gate's image datasets (tests/data/lmms/hub) and transformers' Whisper features
+      (tests/data/log_mel/expected.json), which the suite's tests compare with. `git diff` shows what changed.
 ",
     ),
     (

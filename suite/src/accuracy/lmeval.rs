@@ -17,6 +17,8 @@ use serde_json::Value;
 use crate::accuracy::task::{Doc, py_is_space};
 use crate::error::{Error, Result, bail};
 
+pub mod python_re;
+
 /// The fields of an lm-eval task file the suite reads; others (`tag`, `metadata`, `should_decontaminate`, ...) are
 /// ignored, as they do not change what is scored.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -46,8 +46,10 @@ pub fn pick(logliks: &[f64], choices: &[String]) -> Picks {
     Picks { acc: first_argmax(logliks), acc_norm: first_argmax(&normalized(logliks, choices)) }
 }
 
-/// `acc_norm`'s scores: each log-likelihood divided by its choice's length in characters. An empty choice divides
-/// by 0, as lm-eval's numpy does: -inf for a negative log-likelihood (never chosen), NaN for 0.
+/// `acc_norm`'s scores: each log-likelihood divided by its choice's length in characters (code points, Python's
+/// `len`). An empty choice (scored as the target delimiter alone) divides by 0 in float64, as lm-eval's numpy
+/// does: -inf for a negative log-likelihood (never chosen unless every score is -inf), NaN for 0 or NaN, +inf for a
+/// positive one; [`first_argmax`] then takes the first NaN, else the first maximum.
 pub fn normalized(logliks: &[f64], choices: &[String]) -> Vec<f64> {
     logliks.iter().zip(choices).map(|(l, c)| l / c.chars().count() as f64).collect()
 }

@@ -58,8 +58,9 @@ pub struct TaskSpec {
     /// generate_until: stop strings and the token budget.
     #[serde(default)]
     pub generation_kwargs: Option<GenerationKwargs>,
-    /// generate_until: the answer is the first match of this regex in the generated text (its group 1 when it has
-    /// groups), as lm-eval's `regex` filter takes it; `[invalid]` when nothing matches.
+    /// generate_until: the answer is the first match of this regex (Python's `re` syntax and classes) in the
+    /// generated text (its group 1 when it has groups), as lm-eval's `regex` filter takes it; `[invalid]` when
+    /// nothing matches. A pattern Rust's regex cannot match as Python does is refused at load, by feature.
     #[serde(default)]
     pub answer_regex: Option<String>,
     /// The gate: |accuracy(ONNX) - accuracy(reference)| in points (0-100) may not exceed this. Default 1.0.
@@ -212,6 +213,14 @@ pub struct Overrides {
     pub flip_alpha: Option<f64>,
     #[serde(default)]
     pub max_flipped_points: Option<f64>,
+    /// An lmms-eval task's pinned protocol: how its question and media reach the model, where it stops, what the
+    /// answer is (required for those tasks; refused for lm-eval's).
+    #[serde(default)]
+    pub protocol: Option<crate::accuracy::protocol::Protocol>,
+    /// The model's weights are random (a seeded fixture): its scores mean nothing, and the report says so; the
+    /// trial proves the plumbing (hooks, media, protocol, stops, scorers) by the package agreeing with the reference.
+    #[serde(default)]
+    pub plumbing_only: bool,
 }
 
 impl Source {
@@ -549,7 +558,7 @@ impl TaskSpec {
             bail!("{file}: field `num_fewshot` is {} but no `fewshot` split is named", self.num_fewshot);
         }
         if let Some(r) = &self.answer_regex {
-            regex::Regex::new(r).map_err(|e| Error::new(format!("{file}: field `answer_regex`: {e}")))?;
+            lmeval::python_re::compile(r).map_err(|e| e.context(format!("{file}: field `answer_regex`")))?;
         }
         self.gate_policy(false).validate(file)?;
         Ok(())
@@ -727,9 +736,9 @@ pub fn py_is_space(c: char) -> bool {
 }
 
 /// The answer lm-eval compares with the target. Without a pattern: the generation itself, unchanged (lm-eval
-/// compares the raw string). With one, its `regex` filter: the first match (`findall`'s first element: the whole
-/// match without groups, group 1 with one, the first non-empty group with more), stripped of Python whitespace;
-/// `[invalid]` when nothing matches.
+/// compares the raw string). With one, its `regex` filter: the first match of the pattern as Python's `re` reads
+/// it ([`lmeval::python_re`]; `findall`'s first element: the whole match without groups, group 1 with one, the
+/// first non-empty group with more), stripped of Python whitespace; `[invalid]` when nothing matches.
 pub fn extract_answer(regex: Option<&str>, generated: &str) -> String {
     const FALLBACK: &str = "[invalid]";
     let Some(r) = regex.and_then(compiled) else { return generated.to_string() };
@@ -742,12 +751,12 @@ pub fn extract_answer(regex: Option<&str>, generated: &str) -> String {
     m.unwrap_or_default().trim_matches(py_is_space).to_string()
 }
 
-/// `pattern` compiled once per process (every item of a task extracts its answer with the same one); `None` when
-/// it does not compile (task loading has already said so, naming the file).
+/// `pattern` (Python's `re`, translated) compiled once per process (every item of a task extracts its answer with
+/// the same one); `None` when it is refused (task loading has already said so, naming the file).
 fn compiled(pattern: &str) -> Option<regex::Regex> {
     static CACHE: std::sync::OnceLock<std::sync::Mutex<BTreeMap<String, Option<regex::Regex>>>> = std::sync::OnceLock::new();
     let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    cache.entry(pattern.to_string()).or_insert_with(|| regex::Regex::new(pattern).ok()).clone()
+    cache.entry(pattern.to_string()).or_insert_with(|| lmeval::python_re::compile(pattern).ok()).clone()
 }
 
 /// Cuts a generation at the first stop string (lm-eval's `until`).

@@ -53,6 +53,34 @@ impl GenerationConfig {
     }
 }
 
+/// The decoder prefix Whisper's `generate()` forces, from `dir/generation_config.json`: the start token, then for a
+/// multilingual model the language and task tokens (which the caller must state: `generate()` would detect the
+/// language otherwise, and the stream would be another one), then `<|notimestamps|>`.
+pub fn whisper_prefix(dir: &Path, language: Option<&str>, task: Option<&str>) -> Result<Vec<i64>> {
+    let path = dir.join("generation_config.json");
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(&path).at(&file)?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| Error::new(format!("{file}: {e}")))?;
+    let id = |field: &str, x: &Value| {
+        x.as_i64().ok_or_else(|| Error::new(format!("{file}: field `{field}` is {}, expected a token id", kind(x))))
+    };
+    let mut prefix = vec![id("decoder_start_token_id", &v["decoder_start_token_id"])?];
+    if v["is_multilingual"].as_bool().unwrap_or(false) {
+        let (Some(lang), Some(task)) = (language, task) else {
+            bail!("{file}: a multilingual Whisper needs the case's language and task (else generate() detects them)");
+        };
+        let token = format!("<|{lang}|>");
+        let l = v["lang_to_id"].get(&token).ok_or_else(|| Error::new(format!("{file}: field `lang_to_id` has no `{token}`")))?;
+        prefix.push(id("lang_to_id", l)?);
+        let t = v["task_to_id"].get(task).ok_or_else(|| Error::new(format!("{file}: field `task_to_id` has no `{task}`")))?;
+        prefix.push(id("task_to_id", t)?);
+    }
+    if !v["no_timestamps_token_id"].is_null() {
+        prefix.push(id("no_timestamps_token_id", &v["no_timestamps_token_id"])?);
+    }
+    Ok(prefix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

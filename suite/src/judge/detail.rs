@@ -19,6 +19,7 @@ pub enum Detail {
     Generation(Generation),
     Component(Component),
     Accuracy(Accuracy),
+    Media(Box<MediaGate>),
 }
 
 /// A series reduced to at most [`MAX_POINTS`] points: `values[i]` is the maximum over elements
@@ -217,6 +218,113 @@ pub fn accuracy(metric: &'static str, r: &GateReport) -> Accuracy {
         n: r.n,
         max_loglik_diff: r.max_loglik_diff,
         flips: r.flips.clone(),
+    }
+}
+
+/// The multimodal gate's numbers, and the items that changed with a thumbnail of their medium.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaGate {
+    pub metric: String,
+    pub lower_is_better: bool,
+    pub reference: f64,
+    pub got: f64,
+    pub delta_points: f64,
+    pub max_delta_points: f64,
+    pub n: usize,
+    pub worse: usize,
+    pub better: usize,
+    pub p_value: f64,
+    /// How `p_value` was computed (McNemar, or the exact sign-flip test on graded scores or word edits).
+    pub test: String,
+    /// The smallest net change, in points, the paired test could call significant at this task's size.
+    pub min_detectable_points: f64,
+    /// One item moves the metric by more than the allowed delta: the net rule cannot decide.
+    pub too_small: bool,
+    /// The task's score with the stop list and without: (reference cut, reference whole, package cut, package whole).
+    pub stop_scores: (f64, f64, f64, f64),
+    /// Items whose score the stop list changed: (doc, reference side?, stop, score cut, score whole).
+    pub cuts: Vec<(usize, bool, String, f64, f64)>,
+    pub flips: Vec<MediaFlipDetail>,
+}
+
+/// One changed item: both outputs and scores, and what the model was shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaFlipDetail {
+    pub doc: usize,
+    pub reference: String,
+    pub got: String,
+    pub reference_score: f64,
+    pub got_score: f64,
+    /// Each side's smallest top-1 minus top-2 logit gap on the item (how near a tie its greedy path came).
+    pub reference_margin: Option<f64>,
+    pub got_margin: Option<f64>,
+    pub thumbnail: Thumbnail,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Thumbnail {
+    /// An image file's bytes (PNG, JPEG), shown as they are when small enough.
+    Image(Vec<u8>),
+    /// A waveform: the peak |sample| over [`WAVE_POINTS`] equal spans.
+    Wave(Vec<f32>),
+    None,
+}
+
+/// The most changed items a report keeps, and the points of a waveform thumbnail.
+pub const MAX_MEDIA_FLIPS: usize = 40;
+pub const WAVE_POINTS: usize = 120;
+const MAX_THUMBNAIL_BYTES: usize = 96 * 1024;
+
+pub fn media_gate(r: &crate::accuracy::media_gate::MediaGateReport, items: &[crate::accuracy::lmms::MediaItem]) -> MediaGate {
+    use crate::accuracy::lmms::{Direction, Media};
+    let thumb = |doc: usize| -> Thumbnail {
+        let Some(it) = items.iter().find(|i| i.doc == doc) else { return Thumbnail::None };
+        let samples = match &it.media {
+            Media::Samples { samples, .. } => Some(samples.clone()),
+            Media::File(b) if b.starts_with(b"\x89PNG") || b.starts_with(&[0xff, 0xd8]) => {
+                return if b.len() <= MAX_THUMBNAIL_BYTES { Thumbnail::Image(b.clone()) } else { Thumbnail::None };
+            }
+            Media::File(b) => crate::feed::audio::decode(b, "thumbnail").ok().map(|a| a.samples),
+        };
+        match samples {
+            Some(s) if !s.is_empty() => {
+                let span = s.len().div_ceil(WAVE_POINTS);
+                Thumbnail::Wave(s.chunks(span).map(|c| c.iter().fold(0.0f32, |m, x| m.max(x.abs()))).collect())
+            }
+            _ => Thumbnail::None,
+        }
+    };
+    MediaGate {
+        metric: r.metric.clone(),
+        lower_is_better: r.direction == Direction::LowerIsBetter,
+        reference: r.reference,
+        got: r.got,
+        delta_points: r.delta_points,
+        max_delta_points: r.policy.max_delta_points,
+        n: r.n,
+        worse: r.worse,
+        better: r.better,
+        p_value: r.p_value,
+        test: r.test.clone(),
+        min_detectable_points: r.min_detectable_points,
+        too_small: r.too_small,
+        stop_scores: (r.stop.reference_cut, r.stop.reference_full, r.stop.got_cut, r.stop.got_full),
+        cuts: r.stop.cuts.iter().map(|c| (c.doc, c.reference, c.stop.clone(), c.score_cut, c.score_full)).collect(),
+        flips: r
+            .flips
+            .iter()
+            .take(MAX_MEDIA_FLIPS)
+            .map(|f| MediaFlipDetail {
+                doc: f.doc,
+                reference: f.reference.clone(),
+                got: f.got.clone(),
+                reference_score: f.reference_score,
+                got_score: f.got_score,
+                reference_margin: f.reference_margin,
+                got_margin: f.got_margin,
+                thumbnail: thumb(f.doc),
+            })
+            .collect(),
     }
 }
 

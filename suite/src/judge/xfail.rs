@@ -84,11 +84,13 @@ impl FailureKind {
             FailureKind::Logits => &[Level::L4, Level::Genai],
             FailureKind::Tokens => &[Level::L5, Level::Genai],
             FailureKind::StepLogits => &[Level::L5],
-            FailureKind::Accuracy => &[Level::Accuracy],
+            FailureKind::Accuracy => &[Level::Accuracy, Level::AccuracyGenai],
             FailureKind::Prompt => &[Level::Genai],
-            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy],
+            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy, Level::AccuracyGenai],
             FailureKind::VocabSize => &[Level::L4, Level::L5, Level::Genai],
-            FailureKind::Refused => &[Level::L4, Level::L5, Level::Genai, Level::VisionEncoder, Level::AudioEncoder, Level::Accuracy],
+            FailureKind::Refused => {
+                &[Level::L4, Level::L5, Level::Genai, Level::VisionEncoder, Level::AudioEncoder, Level::Accuracy, Level::AccuracyGenai]
+            }
         }
     }
 }

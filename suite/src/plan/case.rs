@@ -401,8 +401,10 @@ impl Case {
                 pairs.iter().any(|&(ep, dtype)| levels.iter().any(|&level| x.applies(modality, ep, dtype, level)))
             });
             // An accuracy trial runs its task as text, whatever the case's modalities.
-            let accuracy =
-                !self.spec.accuracy.is_empty() && pairs.iter().any(|&(ep, dtype)| x.applies(Modality::Text, ep, dtype, Level::Accuracy));
+            let accuracy = !self.spec.accuracy.is_empty()
+                && pairs.iter().any(|&(ep, dtype)| {
+                    [Level::Accuracy, Level::AccuracyGenai].iter().any(|&level| x.applies(Modality::Text, ep, dtype, level))
+                });
             let hit = conformance || accuracy;
             if !hit {
                 let names = |v: &[String]| if v.is_empty() { "any".to_string() } else { v.join(", ") };

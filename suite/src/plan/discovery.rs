@@ -190,7 +190,7 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
         let task = Path::new(&task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
         for &ep in &eps {
             for &dtype in &dtypes {
-                let id = TrialId::Accuracy { task: task.clone(), case: case.clone(), ep, dtype };
+                let id = TrialId::Accuracy { task: task.clone(), case: case.clone(), ep, dtype, level: Level::Accuracy };
                 out.insert(id.to_string(), id);
             }
         }

@@ -198,19 +198,28 @@ impl Suite {
                         let task = entry.file();
                         let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
                         let source = entry.source(&self.root, case.spec.external_paths);
+                        // A multimodal (lmms-eval) task also runs every item through the package's own runtime.
+                        let levels: &[Level] = if crate::accuracy::lmms::is_lmms_file(&self.root.join(task)) {
+                            &[Level::Accuracy, Level::AccuracyGenai]
+                        } else {
+                            &[Level::Accuracy]
+                        };
                         for variant in case.variants(&self.root) {
-                            let id =
-                                TrialId::Accuracy { task: task_name.clone(), case: prefix.clone(), ep: variant.ep, dtype: variant.dtype };
-                            out.push(TrialSpec::new(
-                                id,
-                                TrialKind::Accuracy {
-                                    case: case.clone(),
-                                    task: task.to_string(),
-                                    task_name: task_name.clone(),
-                                    source: source.clone(),
-                                    variant,
-                                },
-                            ));
+                            for &level in levels {
+                                let (ep, dtype) = (variant.ep, variant.dtype);
+                                let id = TrialId::Accuracy { task: task_name.clone(), case: prefix.clone(), ep, dtype, level };
+                                out.push(TrialSpec::new(
+                                    id,
+                                    TrialKind::Accuracy {
+                                        case: case.clone(),
+                                        task: task.to_string(),
+                                        task_name: task_name.clone(),
+                                        source: Box::new(source.clone()),
+                                        variant: variant.clone(),
+                                        level,
+                                    },
+                                ));
+                            }
                         }
                     }
                     for modality in case.modalities() {
@@ -255,8 +264,10 @@ pub enum TrialKind {
         task: String,
         task_name: String,
         /// What the case says about the task (data folder, overrides).
-        source: crate::accuracy::task::Source,
+        source: Box<crate::accuracy::task::Source>,
         variant: Variant,
+        /// [`Level::Accuracy`], or [`Level::AccuracyGenai`] for a multimodal task through onnxruntime-genai.
+        level: Level,
     },
 }
 

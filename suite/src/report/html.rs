@@ -9,7 +9,7 @@ use std::fmt::Write;
 use super::matrix;
 use super::summary::{Run, headline, verdict_line};
 use super::svg::{self, LineChart, Series};
-use crate::judge::detail::{Accuracy, Component, Detail, Generation, Prefill, Profile};
+use crate::judge::detail::{Accuracy, Component, Detail, Generation, MAX_MEDIA_FLIPS, MediaGate, Prefill, Profile, Thumbnail};
 use crate::outcome::{Finished, Status};
 
 pub fn escape(s: &str) -> String {
@@ -188,6 +188,7 @@ fn trial(s: &mut String, i: usize, t: &Finished) {
         Some(Detail::Generation(d)) => generation(d, &mut rows, &mut plots),
         Some(Detail::Component(d)) => component(d, &mut rows, &mut plots),
         Some(Detail::Accuracy(d)) => accuracy(d, &mut rows, &mut plots),
+        Some(Detail::Media(d)) => media(d, &mut rows, &mut plots),
         None => {}
     }
     s.push_str("<table class=\"numbers\">");
@@ -302,6 +303,91 @@ fn component(d: &Component, rows: &mut Vec<(&str, String)>, plots: &mut Vec<Stri
     }));
 }
 
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            out.push(if i <= c.len() { A[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+        }
+    }
+    out
+}
+
+fn thumbnail(t: &Thumbnail) -> String {
+    match t {
+        Thumbnail::Image(b) => {
+            let mime = if b.starts_with(&[0xff, 0xd8]) { "image/jpeg" } else { "image/png" };
+            format!("<img class=\"thumb\" alt=\"the item's image\" src=\"data:{mime};base64,{}\">", base64(b))
+        }
+        Thumbnail::Wave(peaks) => {
+            let (w, h) = (peaks.len().max(1) as f64, 40.0);
+            let max = peaks.iter().fold(1e-9f32, |m, &x| m.max(x)) as f64;
+            let bars: String = peaks
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| {
+                    let y = (p as f64 / max) * (h / 2.0 - 1.0);
+                    format!("M{i} {:.1}V{:.1}", h / 2.0 - y, h / 2.0 + y)
+                })
+                .collect();
+            format!(
+                "<svg class=\"thumb\" role=\"img\" aria-label=\"waveform\" viewBox=\"0 0 {w} {h}\" width=\"160\" height=\"40\"><path d=\"{bars}\" stroke=\"#0969da\" stroke-width=\"0.8\"/></svg>"
+            )
+        }
+        Thumbnail::None => "–".into(),
+    }
+}
+
+fn media(d: &MediaGate, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String>) {
+    let dir = if d.lower_is_better { "lower is better" } else { "higher is better" };
+    rows.push(("metric", format!("{} ({dir})", d.metric)));
+    rows.push(("score", format!("{:.2} (reference {:.2})", d.got, d.reference)));
+    rows.push(("Δ", format!("{:+.2} points (allowed ±{:.2})", d.delta_points, d.max_delta_points)));
+    rows.push(("items changed", format!("{} worse, {} better of {}; paired p = {:.4} ({})", d.worse, d.better, d.n, d.p_value, d.test)));
+    let small = if d.too_small { "; too small for the net rule: the paired test decides" } else { "" };
+    rows.push(("detectable", format!("{:.2} points at n={}{small}", d.min_detectable_points, d.n)));
+    let (rc, rf, gc, gf) = d.stop_scores;
+    rows.push((
+        "stop list",
+        format!("{} item score(s) changed; cut: {rc:.2} / {gc:.2}, whole: {rf:.2} / {gf:.2} (reference / package)", d.cuts.len()),
+    ));
+    if !d.cuts.is_empty() {
+        let mut t = String::from("<table><tr><th>doc</th><th>side</th><th>stop</th><th>score cut</th><th>score whole</th></tr>");
+        for (doc, is_ref, stop, c, f) in d.cuts.iter().take(MAX_MEDIA_FLIPS) {
+            let side = if *is_ref { "reference" } else { "package" };
+            let _ = write!(t, "<tr><td>{doc}</td><td>{side}</td><td>{}</td><td>{c}</td><td>{f}</td></tr>", escape(&format!("{stop:?}")));
+        }
+        t.push_str("</table>");
+        plots.push(t);
+    }
+    if d.flips.is_empty() {
+        return;
+    }
+    let mut t = String::from(
+        "<table class=\"media-flips\"><tr><th>doc</th><th>medium</th><th>reference output</th><th>score</th><th>margin</th>\
+         <th>package output</th><th>score</th><th>margin</th></tr>",
+    );
+    let margin = |m: Option<f64>| m.map_or_else(String::new, |m| format!("{m:.3}"));
+    for f in &d.flips {
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.doc,
+            thumbnail(&f.thumbnail),
+            escape(&f.reference),
+            f.reference_score,
+            margin(f.reference_margin),
+            escape(&f.got),
+            f.got_score,
+            margin(f.got_margin)
+        );
+    }
+    t.push_str("</table>");
+    plots.push(t);
+}
+
 fn accuracy(d: &Accuracy, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String>) {
     rows.push(("metric", d.metric.to_string()));
     rows.push(("accuracy", format!("{:.2}% (reference {:.2}%)", 100.0 * d.got, 100.0 * d.reference)));
@@ -352,8 +438,53 @@ pub fn incomplete(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::detail::StepPoint;
+    use crate::judge::detail::{MediaFlipDetail, StepPoint};
     use crate::outcome::Outcome;
+
+    #[test]
+    fn a_media_gate_shows_each_changed_item_with_its_image_or_waveform_and_the_stop_cuts() {
+        assert_eq!(base64(b"hello"), "aGVsbG8=");
+        assert_eq!(base64(b"hi!"), "aGkh");
+        let flip = |doc, thumbnail| MediaFlipDetail {
+            doc,
+            reference: "HARBOR".into(),
+            got: "HARB<OR>".into(),
+            reference_score: 1.0,
+            got_score: 0.0,
+            reference_margin: Some(0.25),
+            got_margin: None,
+            thumbnail,
+        };
+        let d = MediaGate {
+            metric: "wer".into(),
+            lower_is_better: true,
+            reference: 5.0,
+            got: 6.5,
+            delta_points: 1.5,
+            max_delta_points: 1.0,
+            n: 200,
+            worse: 9,
+            better: 2,
+            p_value: 0.06,
+            test: "exact sign-flip test".into(),
+            min_detectable_points: 1.47,
+            too_small: false,
+            stop_scores: (5.0, 4.0, 6.5, 6.0),
+            cuts: vec![(3, false, "\n\n".into(), 0.0, 1.0)],
+            flips: vec![flip(1, Thumbnail::Image(b"\x89PNG....".to_vec())), flip(2, Thumbnail::Wave(vec![0.1, 0.5, 0.2]))],
+        };
+        let (mut rows, mut plots) = (Vec::new(), Vec::new());
+        media(&d, &mut rows, &mut plots);
+        let html = plots.join("");
+        assert!(html.contains("src=\"data:image/png;base64,iVBORy4uLi4=\""), "{html}");
+        assert!(html.contains("aria-label=\"waveform\"") && html.contains("M1 1.0V39.0"), "{html}");
+        assert!(html.contains("HARB&lt;OR&gt;"), "outputs are escaped: {html}");
+        assert!(html.contains("<td>3</td><td>package</td><td>&quot;\\n\\n&quot;</td>"), "{html}");
+        assert!(rows.iter().any(|(k, v)| *k == "metric" && v == "wer (lower is better)"));
+        assert!(rows.iter().any(|(k, v)| *k == "stop list" && v.contains("cut: 5.00 / 6.50, whole: 4.00 / 6.00")), "{rows:?}");
+        assert!(rows.iter().any(|(k, v)| *k == "detectable" && v == "1.47 points at n=200"), "{rows:?}");
+        assert!(html.contains("<td>1</td><td>0.250</td>"), "the reference's margin beside its score: {html}");
+    }
 
     #[test]
     fn the_page_links_every_matrix_mark_to_its_trial_and_draws_the_stream() {

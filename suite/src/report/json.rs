@@ -22,6 +22,7 @@ pub fn summary(rows: &[Finished], wall: f64, device: Device) -> String {
                 "first_divergence": r.outcome.first_divergence,
                 "accuracy_delta_points": match r.outcome.detail.as_deref() {
                     Some(Detail::Accuracy(a)) => Some(a.delta_points),
+                    Some(Detail::Media(m)) => Some(m.delta_points),
                     _ => None,
                 },
                 "regenerate": r.outcome.regenerate,

@@ -19,7 +19,10 @@ pub struct Coords {
 pub fn coords(name: &str) -> Coords {
     use crate::vocab::TrialId;
     let (row, column, level) = match TrialId::parse(name) {
-        Some(TrialId::Accuracy { task, case, ep, dtype }) => (format!("{case} · accuracy"), format!("{ep}/{dtype}"), task),
+        Some(TrialId::Accuracy { task, case, ep, dtype, level }) => {
+            let engine = if level == crate::vocab::Level::AccuracyGenai { " (genai)" } else { "" };
+            (format!("{case} · accuracy"), format!("{ep}/{dtype}"), format!("{task}{engine}"))
+        }
         Some(TrialId::Conformance { case, modality, ep, dtype, level }) => {
             let short = match level {
                 Level::VisionEncoder => "vision".to_string(),

@@ -5,6 +5,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod matrix;
+pub mod media_gate;
 pub mod snapshot;
 pub mod summary;
 mod svg;

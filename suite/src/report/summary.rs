@@ -267,6 +267,35 @@ fn numbers(s: &mut String, trials: &[Finished]) {
     }
     tables.push((format!("Accuracy gate ({n})"), t));
 
+    let mut t = String::from(
+        "| trial | verdict | metric | package | reference | Δ (points) | allowed (points) | worse / better | paired p | detectable (points) | stop cuts | time (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut n = 0;
+    for r in ran() {
+        let Some(Detail::Media(d)) = r.outcome.detail.as_deref() else { continue };
+        n += 1;
+        let dir = if d.lower_is_better { " (lower is better)" } else { "" };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {}{dir} | {:.2} | {:.2} | {:+.2} | ±{:.2} | {} / {} of {} | {:.3} | {:.2} | {} | {:.2} |",
+            code_cell(&r.name),
+            r.outcome.status.name(),
+            d.metric,
+            d.got,
+            d.reference,
+            d.delta_points,
+            d.max_delta_points,
+            d.worse,
+            d.better,
+            d.n,
+            d.p_value,
+            d.min_detectable_points,
+            d.cuts.len(),
+            r.seconds
+        );
+    }
+    tables.push((format!("Multimodal gate ({n})"), t));
+
     let _ = writeln!(s, "### Numbers\n");
     for (title, table) in tables.into_iter().filter(|(_, t)| t.lines().count() > 2) {
         let _ = writeln!(s, "<details><summary>{title}</summary>\n\n{table}\n</details>\n");

@@ -109,7 +109,7 @@ impl Trial<'_> {
 impl Trial<'_> {
     /// genai refused the package: a failure of this level (the package does not run in its own runtime), which a
     /// strict xfail may expect by genai's message.
-    fn genai_refused(&self, package: &std::path::Path, provider: Provider, refusal: Refusal) -> Outcome {
+    pub(super) fn genai_refused(&self, package: &std::path::Path, provider: Provider, refusal: Refusal) -> Outcome {
         if let Some(skip) = self.cpu_cannot_run(&refusal.message, provider) {
             return skip;
         }

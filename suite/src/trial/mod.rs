@@ -6,6 +6,7 @@ mod accuracy;
 mod component;
 mod genai;
 mod generation;
+mod media;
 mod place;
 mod prefill;
 mod settle;
@@ -82,8 +83,8 @@ pub fn run(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
             let outcome = t.run().unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
             Outcome { regenerate: Some(t.regenerate()), ..t.apply_xfail(outcome) }
         }
-        TrialKind::Accuracy { case, task, task_name, source, variant } => {
-            let t = Trial { suite, id: &spec.id, name: &spec.name, case, modality: Modality::Text, variant, level: Level::Accuracy, ctx };
+        TrialKind::Accuracy { case, task, task_name, source, variant, level } => {
+            let t = Trial { suite, id: &spec.id, name: &spec.name, case, modality: Modality::Text, variant, level: *level, ctx };
             let outcome = t.run_accuracy(task, task_name, source).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
             Outcome { regenerate: Some(t.regenerate()), ..t.apply_xfail(outcome) }
         }
@@ -119,7 +120,7 @@ impl Trial<'_> {
     fn regenerate(&self) -> String {
         let level = match self.level {
             // Features and inputs are written with the case's goldens, whatever the level.
-            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::Genai => String::new(),
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::AccuracyGenai | Level::Genai => String::new(),
             level => format!(" --level {level}"),
         };
         format!("cargo xtask regen-goldens --case {}{level} --force{}", self.id.case(), self.suite.root_option())
@@ -220,7 +221,7 @@ impl Trial<'_> {
             // genai is judged against both goldens; it needs at least one.
             Level::Genai if !paths.generation.is_file() && paths.prefill.is_file() => paths.prefill.clone(),
             Level::Genai => paths.generation.clone(),
-            Level::Accuracy => return Err(Error::new("accuracy trials run through run_accuracy")),
+            Level::Accuracy | Level::AccuracyGenai => return Err(Error::new("accuracy trials run through run_accuracy")),
         };
         paths::confine(&self.suite.root, &golden_path, "golden", paths::SUITE_HINT)?;
         if !golden_path.is_file() {
@@ -274,7 +275,7 @@ impl Trial<'_> {
             Level::L4 => self.run_prefill(&p, &decoder, &pipeline),
             Level::L5 => self.run_generation(&p, &decoder, &pipeline),
             Level::VisionEncoder | Level::AudioEncoder => self.run_component(&p, &decoder, &pipeline),
-            Level::Accuracy | Level::Genai => unreachable!("placed above"),
+            Level::Accuracy | Level::AccuracyGenai | Level::Genai => unreachable!("placed above"),
         }
     }
 

@@ -1,0 +1,366 @@
+//! The multimodal accuracy gate: a package's lmms-eval score on a task against the Hugging Face reference's, item
+//! for item, in the metric's own direction and units (accuracy and ANLS points, WER points; lower WER is better).
+//!
+//! It fails when the net change exceeds `max_delta_points`, or when the items that changed lean one way beyond
+//! chance: McNemar's exact test for right-or-wrong items (OCRBench, relaxed accuracy), an exact sign-flip test on
+//! the per-item differences for graded ones (ANLS, each utterance's word edits for WER). Near-tie flips between
+//! kernels go both ways and pass; a loss leans one way and fails, even inside the net bound.
+//!
+//! Every generation is also kept past the task's stop list, up to its token budget, so the gate can say when a stop
+//! string changed an item's score, for the reference or the package, and print the task's score both ways.
+//! Pure: outputs in, verdict out; [`crate::trial`] runs the package and `cargo xtask regen-goldens` the reference.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::accuracy::gate::{GatePolicy, mcnemar_exact};
+use crate::accuracy::lmms::{self, Direction, Family, ItemScore, MediaItem, MediaTask};
+use crate::accuracy::paired;
+use crate::accuracy::protocol::{Protocol, cut_at_stop};
+use crate::error::{At, Error, Result, bail};
+use crate::judge::golden::{Hex, Provenance};
+
+/// `goldens/baselines/<task>/<case>.json` for an lmms-eval task: the reference's output for every item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MediaBaseline {
+    pub task: String,
+    pub model: String,
+    pub metric: String,
+    pub n: usize,
+    /// The reference's aggregate on `metric` (lmms-eval's number, in its units), for the record.
+    pub score: f64,
+    pub protocol: Protocol,
+    /// The stop list the reference generated under (the task's, after lmms-eval's default and the protocol).
+    pub until: Vec<String>,
+    pub max_new_tokens: usize,
+    /// sha256 over every item's question, answers and media, and the protocol: stale when any changed.
+    pub requests_hash: String,
+    pub items: Vec<MediaBaselineItem>,
+    pub provenance: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MediaBaselineItem {
+    /// The whole generation, to the token budget or EOS, past any stop string.
+    pub full: String,
+    /// Generated token ids of `full`.
+    pub tokens: Vec<i64>,
+    /// The smallest top-1 minus top-2 logit gap over the steps before the stop: how near a tie the greedy path came.
+    pub margin: Option<Hex>,
+}
+
+impl MediaBaseline {
+    pub fn load(path: &Path, shown: &str) -> Result<MediaBaseline> {
+        let text = std::fs::read_to_string(path).at(shown)?;
+        let b: MediaBaseline = serde_json::from_str(&text).map_err(|e| Error::new(format!("{shown}: {e}")))?;
+        if b.items.len() != b.n {
+            bail!("{shown}: field `items` has {} entries but `n` is {}", b.items.len(), b.n);
+        }
+        Ok(b)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).expect("a baseline serializes");
+        v.push(b'\n');
+        v
+    }
+}
+
+/// `goldens/baselines/<task>/<case>.inputs.safetensors.sz`: the reference processor's tensors for image items
+/// (`<doc>.<name>`), Snappy-framed, which the package is fed as they are (the gate compares models, not image
+/// processors; the items' media hashes tie them to the task).
+pub fn inputs_path(baseline: &Path) -> std::path::PathBuf {
+    baseline.with_extension("inputs.safetensors.sz")
+}
+
+/// sha256 over the items (question, answers, media) and the protocol.
+pub fn requests_hash(items: &[MediaItem], protocol: &Protocol, until: &[String], max_new_tokens: usize) -> String {
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(protocol).expect("a protocol serializes"));
+    h.update(serde_json::to_vec(until).expect("strings serialize"));
+    h.update((max_new_tokens as u64).to_le_bytes());
+    for it in items {
+        h.update((it.question.len() as u64).to_le_bytes());
+        h.update(it.question.as_bytes());
+        for a in &it.answers {
+            h.update((a.len() as u64).to_le_bytes());
+            h.update(a.as_bytes());
+        }
+        h.update(it.media.digest().as_bytes());
+        h.update([0xff]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One side's generation for one item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub full: String,
+    pub margin: Option<f64>,
+}
+
+/// An item whose score differs between the reference and the package.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaFlip {
+    pub doc: usize,
+    pub reference: String,
+    pub got: String,
+    pub reference_score: f64,
+    pub got_score: f64,
+    pub reference_margin: Option<f64>,
+    pub got_margin: Option<f64>,
+}
+
+/// An item whose score the stop list changed, on one side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopCut {
+    pub doc: usize,
+    /// `true` for the reference's output, `false` for the package's.
+    pub reference: bool,
+    pub stop: String,
+    pub score_cut: f64,
+    pub score_full: f64,
+}
+
+/// The stop list's effect on the task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopTrap {
+    pub until: Vec<String>,
+    pub cuts: Vec<StopCut>,
+    /// The task's score with the cut outputs (what lmms-eval reports) and with the whole ones, per side.
+    pub reference_cut: f64,
+    pub reference_full: f64,
+    pub got_cut: f64,
+    pub got_full: f64,
+}
+
+/// The verdict on one task x variant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaGateReport {
+    pub family: Family,
+    pub metric: String,
+    pub direction: Direction,
+    /// The gated scores in points (x100 for fractions; WER is already in points).
+    pub reference: f64,
+    pub got: f64,
+    pub delta_points: f64,
+    /// Every metric the task reports, both sides, in points.
+    pub metrics: BTreeMap<String, (f64, f64)>,
+    /// OCRBench's raw count over n (its lmms-eval score divides by 1,000 whatever n is): (reference, package, n).
+    pub raw_counts: Option<(usize, usize, usize)>,
+    pub policy: GatePolicy,
+    pub pass: bool,
+    /// Items worse and better in the package, in the metric's direction.
+    pub worse: usize,
+    pub better: usize,
+    pub p_value: f64,
+    /// How `p_value` was computed.
+    pub test: String,
+    /// The paired bootstrap's 95% interval for the mean per-item difference (positive: the package is better), in
+    /// the item's units (a score, or word edits); for the record, not the decision.
+    pub interval: Option<paired::Interval>,
+    pub min_detectable_points: f64,
+    pub too_small: bool,
+    pub flips: Vec<MediaFlip>,
+    pub stop: StopTrap,
+    pub reasons: Vec<String>,
+    pub n: usize,
+}
+
+/// Scores of outputs under the task's stop list and the protocol's answer rule.
+pub fn scores(task: &MediaTask, items: &[MediaItem], outputs: &[Output], protocol: &Protocol, cut: bool) -> Vec<ItemScore> {
+    let until = protocol.stops(&task.until);
+    items
+        .iter()
+        .zip(outputs)
+        .map(|(it, o)| {
+            let text = if cut { cut_at_stop(&o.full, until) } else { &o.full };
+            lmms::score(task.family, it, protocol.answer(text))
+        })
+        .collect()
+}
+
+fn points(family: Family, metric: &str, scores: &[ItemScore]) -> f64 {
+    let v = lmms::aggregate(family, metric, scores);
+    if family == Family::LibriSpeech { v } else { 100.0 * v }
+}
+
+/// Judges the package's outputs against the reference's. Pure.
+pub fn judge(
+    task: &MediaTask,
+    items: &[MediaItem],
+    reference: &[Output],
+    got: &[Output],
+    protocol: &Protocol,
+    policy: &GatePolicy,
+) -> Result<MediaGateReport> {
+    let n = items.len();
+    if reference.len() != n || got.len() != n {
+        bail!("the task has {n} items, the baseline {} and the package answered {}", reference.len(), got.len());
+    }
+    let family = task.family;
+    let metric = task.metric.as_str();
+    let rs = scores(task, items, reference, protocol, true);
+    let gs = scores(task, items, got, protocol, true);
+    let value = |s: &ItemScore| s.values.get(metric).copied();
+    // OCRBench's own score divides by 1,000; a subset would under-report every change, so the gate holds the raw
+    // share (count over n) and reports lmms-eval's number beside it.
+    let (ref_points, got_points, raw_counts) = if family == Family::OcrBench {
+        let count = |s: &[ItemScore]| s.iter().filter(|x| value(x).unwrap_or(0.0) > 0.5).count();
+        let (r, g) = (count(&rs), count(&gs));
+        (100.0 * r as f64 / n.max(1) as f64, 100.0 * g as f64 / n.max(1) as f64, Some((r, g, n)))
+    } else {
+        (points(family, metric, &rs), points(family, metric, &gs), None)
+    };
+    let metrics = task.metrics.iter().map(|m| (m.clone(), (points(family, m, &rs), points(family, m, &gs)))).collect();
+    let sign = if task.direction == Direction::HigherIsBetter { 1.0 } else { -1.0 };
+    // Per-item differences in the direction of "better", and each item's largest move of the task's metric.
+    let (diffs, units): (Vec<f64>, Vec<f64>) = match family {
+        Family::LibriSpeech => {
+            let words: usize = rs.iter().filter_map(|s| s.edits.as_ref().map(|e| e.words)).sum();
+            rs.iter()
+                .zip(&gs)
+                .map(|(r, g)| {
+                    let (re, ge) = (r.edits.map_or(0, |e| e.edits), g.edits.map_or(0, |e| e.edits));
+                    let rw = r.edits.map_or(0, |e| e.words);
+                    (sign * (ge as f64 - re as f64), 100.0 * rw as f64 / words.max(1) as f64)
+                })
+                .unzip()
+        }
+        _ => rs.iter().zip(&gs).filter_map(|(r, g)| Some((sign * (value(g)? - value(r)?), 100.0 / n.max(1) as f64))).unzip(),
+    };
+    let worse = diffs.iter().filter(|&&d| d < 0.0).count();
+    let better = diffs.iter().filter(|&&d| d > 0.0).count();
+    let (p_value, test) = if family.binary() {
+        (mcnemar_exact(worse, better), "McNemar exact, two-sided".to_string())
+    } else {
+        let t = paired::sign_flip(&diffs);
+        (t.p_value, t.method.to_string())
+    };
+    let delta_points = got_points - ref_points;
+    let min_detectable_points = paired::min_detectable(&units, policy.flip_alpha).min(100.0);
+    let too_small = paired::too_small(&units, policy.max_delta_points);
+    let mut reasons = Vec::new();
+    let mut pass = true;
+    if too_small {
+        let what = format!(
+            "the task is too small to decide +-{:.2} points: one item moves {metric} by up to {:.2} points (n={n})",
+            policy.max_delta_points,
+            units.iter().copied().fold(0.0, f64::max)
+        );
+        if policy.refuse_small {
+            reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
+            pass = false;
+        } else {
+            reasons.push(format!("WARNING: {what}; the net rule is not applied, the paired test decides (under CI this fails)"));
+        }
+    } else if delta_points.abs() > policy.max_delta_points + 1e-9 {
+        reasons.push(format!("net delta {delta_points:+.2} {metric} points exceeds +-{:.2}", policy.max_delta_points));
+        pass = false;
+    }
+    if p_value < policy.flip_alpha {
+        reasons.push(format!(
+            "the changed items lean one way: {worse} worse, {better} better, p = {} < {} ({test})",
+            crate::accuracy::gate::fmt_p(p_value),
+            policy.flip_alpha
+        ));
+        pass = false;
+    }
+    if let Some(m) = policy.max_flipped_points {
+        let flipped: f64 = diffs.iter().zip(&units).filter(|(d, _)| **d != 0.0).map(|(_, u)| u).sum();
+        if flipped > m + 1e-9 {
+            reasons.push(format!("{} items changed ({flipped:.2} points), more than max_flipped_points {m:.2}", worse + better));
+            pass = false;
+        }
+    }
+    let until = protocol.stops(&task.until).to_vec();
+    let flips = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, it)| {
+            let (r, g) = (item_value(family, metric, &rs[i]), item_value(family, metric, &gs[i]));
+            let (ro, go) = (protocol.answer(cut_at_stop(&reference[i].full, &until)), protocol.answer(cut_at_stop(&got[i].full, &until)));
+            (r != g).then(|| MediaFlip {
+                doc: it.doc,
+                reference: ro.to_string(),
+                got: go.to_string(),
+                reference_score: r,
+                got_score: g,
+                reference_margin: reference[i].margin,
+                got_margin: got[i].margin,
+            })
+        })
+        .collect();
+    let stop = stop_trap(task, items, reference, got, protocol);
+    Ok(MediaGateReport {
+        family,
+        metric: metric.to_string(),
+        direction: task.direction,
+        reference: ref_points,
+        got: got_points,
+        delta_points,
+        metrics,
+        raw_counts,
+        policy: *policy,
+        pass,
+        worse,
+        better,
+        p_value,
+        test,
+        interval: paired::bootstrap_mean(&diffs),
+        min_detectable_points,
+        too_small,
+        flips,
+        stop,
+        reasons,
+        n,
+    })
+}
+
+/// An item's value on the gated metric: its score, or for WER its word edits.
+fn item_value(family: Family, metric: &str, s: &ItemScore) -> f64 {
+    match (family, &s.edits) {
+        (Family::LibriSpeech, Some(e)) => e.edits as f64,
+        _ => s.values.get(metric).copied().unwrap_or(f64::NAN),
+    }
+}
+
+/// Where the stop list changed a score: each side's items scored on the cut and on the whole output.
+pub fn stop_trap(task: &MediaTask, items: &[MediaItem], reference: &[Output], got: &[Output], protocol: &Protocol) -> StopTrap {
+    let until = protocol.stops(&task.until).to_vec();
+    let (family, metric) = (task.family, task.metric.as_str());
+    let side = |outs: &[Output], is_ref: bool, cuts: &mut Vec<StopCut>| -> (f64, f64) {
+        let cut = scores(task, items, outs, protocol, true);
+        let full = scores(task, items, outs, protocol, false);
+        for (i, o) in outs.iter().enumerate() {
+            let (c, f) = (item_value(family, metric, &cut[i]), item_value(family, metric, &full[i]));
+            if c != f {
+                let stop = until.iter().filter(|s| !s.is_empty()).filter_map(|s| o.full.find(s.as_str()).map(|at| (at, s))).min();
+                cuts.push(StopCut {
+                    doc: items[i].doc,
+                    reference: is_ref,
+                    stop: stop.map(|(_, s)| s.clone()).unwrap_or_default(),
+                    score_cut: c,
+                    score_full: f,
+                });
+            }
+        }
+        let pts = |s: &[ItemScore]| {
+            if family == Family::OcrBench {
+                100.0 * s.iter().filter(|x| x.values.get(metric).copied().unwrap_or(0.0) > 0.5).count() as f64 / items.len().max(1) as f64
+            } else {
+                points(family, metric, s)
+            }
+        };
+        (pts(&cut), pts(&full))
+    };
+    let mut cuts = Vec::new();
+    let (reference_cut, reference_full) = side(reference, true, &mut cuts);
+    let (got_cut, got_full) = side(got, false, &mut cuts);
+    StopTrap { until, cuts, reference_cut, reference_full, got_cut, got_full }
+}

@@ -1,0 +1,387 @@
+//! The multimodal accuracy gate on one lmms-eval task x variant: every item's media and question through the
+//! package's own pipeline (Whisper's encoder-decoder for audio, the encoders and the decoder for images), greedy to
+//! the task's token budget, judged against the reference's outputs under the same pinned protocol.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::Trial;
+use crate::accuracy::lmms::{Media, MediaItem, MediaTask, Medium};
+use crate::accuracy::media_gate::{self, MediaBaseline, Output};
+use crate::accuracy::protocol::{MediaRule, Protocol};
+use crate::accuracy::task::Source;
+use crate::error::{Error, Result, bail};
+use crate::feed::generation_config::{self, GenerationConfig};
+use crate::feed::inputs::{Inputs, NamedTensor, TensorData};
+use crate::feed::tokenizer::TextTokenizer;
+use crate::judge::xfail::{Failure, FailureKind};
+use crate::outcome::{Outcome, Status};
+use crate::paths;
+use crate::run::generate::{self, Suppress};
+use crate::run::pipeline::Pipeline;
+use crate::run::runtime::{Decoder, Provider};
+use crate::vocab::Level;
+
+/// A task and its items, loaded once per process (every variant's trial reads the same documents).
+type Loaded = Arc<(MediaTask, Vec<MediaItem>)>;
+
+fn load(root: &Path, file: &str, source: &Source) -> Result<Loaded> {
+    type Cache = std::sync::Mutex<std::collections::HashMap<(std::path::PathBuf, String), Loaded>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let key = (root.join(file), format!("{source:?}"));
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(hit.clone());
+    }
+    if let Some(data) = &source.data {
+        let rel = data.strip_prefix(root).unwrap_or(data);
+        paths::check_case_path(root, &rel.to_string_lossy(), source.external_paths, &format!("{file}: the case's `data` for it"))?;
+    }
+    let task = MediaTask::load(root, file, source.data.as_deref(), source.overrides.limit)?;
+    let items = task.items()?;
+    let loaded = Arc::new((task, items));
+    cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, loaded.clone());
+    Ok(loaded)
+}
+
+impl Trial<'_> {
+    pub(super) fn run_media_accuracy(&self, task_file: &str, task_name: &str, source: &Source) -> Result<Outcome> {
+        let (provider, package) = match self.placement() {
+            Ok(p) => p,
+            Err(skip) => return Ok(skip),
+        };
+        let what = format!("{}: accuracy task `{task_file}`", self.case.file);
+        let protocol = source
+            .overrides
+            .protocol
+            .clone()
+            .ok_or_else(|| Error::new(format!("{what}: an lmms-eval task needs a `protocol` (prompt, media, stops, answer)")))?;
+        // As for the text gate: a baseline not made yet is a missing golden (a skip outside CI), before the task loads.
+        let baseline_path = self.suite.baseline_path(task_name, &self.case.name);
+        if !baseline_path.is_file() {
+            return Ok(self.missing(&baseline_path));
+        }
+        let loaded = load(&self.suite.root, task_file, source).map_err(|e| e.context(&self.case.file))?;
+        let (task, items) = (&loaded.0, &loaded.1);
+        protocol.validate(&format!("{what}: field `protocol`"), task.family.medium() == Medium::Audio)?;
+        let baseline_file = self.rel(&baseline_path);
+        paths::confine(&self.suite.root, &baseline_path, "baseline", paths::SUITE_HINT)?;
+        let baseline = MediaBaseline::load(&baseline_path, &baseline_file)?;
+        if baseline.protocol != protocol {
+            return Err(Error::new(format!(
+                "{what}: the case's protocol is not the one {baseline_file} was made under, so the reference and the \
+                 package would run differently; refused\n  case:     {}\n  baseline: {}\n  regenerate (after fixing the \
+                 case): {}",
+                serde_json::to_string(&protocol).unwrap_or_default(),
+                serde_json::to_string(&baseline.protocol).unwrap_or_default(),
+                self.regenerate()
+            )));
+        }
+        let until = protocol.stops(&task.until).to_vec();
+        if baseline.requests_hash != media_gate::requests_hash(items, &protocol, &until, task.max_new_tokens) {
+            return Err(Error::new(format!(
+                "baseline is stale: {baseline_file} was made from other items, media or protocol than {task_file} and \
+                 the case give now\n  regenerate: {}",
+                self.regenerate()
+            )));
+        }
+        let tokenizer = self.tokenizer(&package)?;
+        let eos = self.eos_ids(&package)?;
+        let feed = Feed::new(self, task, &baseline_path)?;
+        let doc = |it: &MediaItem| format!("{task_file}: document {}", it.doc);
+        let mut got = Vec::with_capacity(items.len());
+        let mut genai_prompts = None;
+        if self.level == Level::AccuracyGenai {
+            if let Provider::Cuda { .. } = provider {
+                return Ok(Outcome::skip(format!(
+                    "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, \
+                     which the suite does not pin yet",
+                    crate::run::genai::GENAI_VERSION
+                )));
+            }
+            let model = match crate::run::genai::Model::open(&package, provider)? {
+                Ok(m) => m,
+                Err(refusal) => return Ok(self.genai_refused(&package, provider, refusal)),
+            };
+            let scratch = Scratch::new(self.name)?;
+            let mut differ = Vec::new();
+            for it in items {
+                let (o, same) = self
+                    .genai_output(&feed, &model, &scratch, &protocol, it, task.max_new_tokens, &eos, &tokenizer)
+                    .map_err(|e| e.context(doc(it)))?;
+                if !same {
+                    differ.push(it.doc);
+                }
+                got.push(o);
+            }
+            genai_prompts = Some(differ);
+        } else {
+            let decoder = match self.decoder(&package, provider)? {
+                Ok(d) => d,
+                Err(skip) => return Ok(skip),
+            };
+            for it in items {
+                let o = self
+                    .media_output(&feed, &decoder, &package, provider, it, task.max_new_tokens, &eos, &tokenizer)
+                    .map_err(|e| e.context(doc(it)))?;
+                got.push(o);
+            }
+        }
+        let reference: Vec<Output> =
+            baseline.items.iter().map(|b| Output { full: b.full.clone(), margin: b.margin.map(|h| h.0) }).collect();
+        let policy = crate::accuracy::gate::GatePolicy {
+            max_delta_points: source.overrides.max_delta_points.unwrap_or(1.0),
+            flip_alpha: source.overrides.flip_alpha.unwrap_or(0.05),
+            max_flipped_points: source.overrides.max_flipped_points,
+            refuse_small: self.ctx.ci,
+        };
+        policy.validate(&what)?;
+        let r = media_gate::judge(task, items, &reference, &got, &protocol, &policy).map_err(|e| e.context(&baseline_file))?;
+        let mut message = crate::report::media_gate::render(
+            self.name,
+            task,
+            &protocol,
+            &r,
+            source.overrides.plumbing_only,
+            &baseline_file,
+            &self.regenerate(),
+        );
+        if let Some(differ) = &genai_prompts {
+            message.push_str(&crate::report::media_gate::genai_prompts(differ, items.len()));
+        }
+        Ok(Outcome {
+            status: if r.pass { Status::Pass } else { Status::Fail },
+            message,
+            failure: (!r.pass).then(|| Box::new(Failure::of(FailureKind::Accuracy))),
+            detail: Some(Box::new(crate::judge::detail::Detail::Media(Box::new(crate::judge::detail::media_gate(&r, items))))),
+            ..Outcome::new(Status::Pass, "")
+        })
+    }
+
+    /// One item through the package: its inputs, greedy to the budget (stops are applied when judging, so the
+    /// output past them is kept), the text decoded as the reference's is.
+    #[allow(clippy::too_many_arguments)]
+    fn media_output(
+        &self,
+        feed: &Feed,
+        decoder: &Decoder,
+        package: &Path,
+        provider: Provider,
+        item: &MediaItem,
+        max_new_tokens: usize,
+        eos: &[i64],
+        tokenizer: &TextTokenizer,
+    ) -> Result<Output> {
+        let what = format!("document {}", item.doc);
+        let inputs = feed.inputs(item, &what)?;
+        let pipeline = Pipeline::build(package, decoder, provider, &inputs, &what)?;
+        let g = generate::greedy_with(decoder, &pipeline.front(), inputs.input_ids(), max_new_tokens, eos, None, &[], &feed.suppress)?;
+        if let Some(nf) = g.steps.iter().position(|s| s.non_finite.is_some()) {
+            bail!("{what}: the package's logits at generated step {nf} are not all finite");
+        }
+        Ok(output_of(&g.chosen(), &g.steps.iter().map(|s| s.top.logits.clone()).collect::<Vec<_>>(), eos, tokenizer))
+    }
+}
+
+impl Trial<'_> {
+    /// One item through onnxruntime-genai: the reference's prompt (its media blocks back to their placeholders)
+    /// and the item's media, as files, through genai's own processor, then its greedy generator to the budget.
+    /// Also whether genai's processor built the reference processor's ids.
+    #[allow(clippy::too_many_arguments)]
+    fn genai_output(
+        &self,
+        feed: &Feed,
+        model: &crate::run::genai::Model,
+        scratch: &Scratch,
+        protocol: &Protocol,
+        item: &MediaItem,
+        max_new_tokens: usize,
+        eos: &[i64],
+        tokenizer: &TextTokenizer,
+    ) -> Result<(Output, bool)> {
+        let what = format!("document {}", item.doc);
+        let inputs = feed.inputs(item, &what)?;
+        let reference_ids = match feed.medium {
+            Medium::Image => inputs.input_ids().to_vec(),
+            Medium::Audio => feed.prefix.clone(),
+        };
+        let prompt = tokenizer.decode_raw(&crate::judge::genai_level::placeholder_ids(&reference_ids));
+        let file = scratch.media(item, feed.medium, protocol.media, &what)?;
+        let (images, audio) = match feed.medium {
+            Medium::Image => (vec![file], vec![]),
+            Medium::Audio => (vec![], vec![file]),
+        };
+        let run = model.greedy_media(&prompt, &images, &audio, max_new_tokens)?;
+        let same = match feed.medium {
+            Medium::Image => run.processor_ids == reference_ids,
+            // Whisper's processor makes features, not ids: the decoder prefix is the prompt itself.
+            Medium::Audio => true,
+        };
+        Ok((output_of(&run.tokens, &[], eos, tokenizer), same))
+    }
+}
+
+/// A folder for the files genai's processor reads (it takes media by path), removed when the trial ends.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(trial: &str) -> Result<Scratch> {
+        let tag: String = trial.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        let dir = std::env::temp_dir().join(format!("mobius-genai-media-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
+        Ok(Scratch(dir))
+    }
+
+    /// The item's medium as a file genai can load: the dataset's bytes as given (the `png` rule over PNG bytes is
+    /// the same pixels), or decoded audio as a float WAV. A rule that needs re-encoding is refused: the suite has
+    /// no image encoder, and another encoder than the reference's would be another protocol.
+    fn media(&self, item: &MediaItem, medium: Medium, rule: MediaRule, what: &str) -> Result<std::path::PathBuf> {
+        let path = |ext: &str| self.0.join(format!("{}.{ext}", item.doc));
+        let (p, bytes) = match (&item.media, medium) {
+            (Media::File(b), Medium::Image) => {
+                let png = b.starts_with(b"\x89PNG");
+                match rule {
+                    MediaRule::AsGiven => (path(if png { "png" } else { "jpg" }), b.clone()),
+                    MediaRule::Png if png => (path("png"), b.clone()),
+                    other => bail!(
+                        "{what}: the protocol's media rule {other:?} re-encodes the image, which the genai engine cannot do \
+                         as the reference's processor did; state `media: as_given` (or `png` over PNG data)"
+                    ),
+                }
+            }
+            (Media::File(b), Medium::Audio) => (path(if b.starts_with(b"RIFF") { "wav" } else { "flac" }), b.clone()),
+            (Media::Samples { samples, rate }, _) => (path("wav"), float_wav(samples, *rate, what)?),
+        };
+        std::fs::write(&p, bytes).map_err(|e| Error::new(format!("{}: {e}", p.display())))?;
+        Ok(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Mono 32-bit float WAV bytes of `samples` at `rate`.
+fn float_wav(samples: &[f32], rate: u32, what: &str) -> Result<Vec<u8>> {
+    let spec = hound::WavSpec { channels: 1, sample_rate: rate, bits_per_sample: 32, sample_format: hound::SampleFormat::Float };
+    let mut out = std::io::Cursor::new(Vec::new());
+    let fail = |e: hound::Error| Error::new(format!("{what}: writing its audio as WAV: {e}"));
+    let mut w = hound::WavWriter::new(&mut out, spec).map_err(fail)?;
+    for &s in samples {
+        w.write_sample(s).map_err(fail)?;
+    }
+    w.finalize().map_err(fail)?;
+    Ok(out.into_inner())
+}
+
+/// The text of a generation (EOS dropped, special tokens skipped, as the reference's `batch_decode` does) and its
+/// smallest top-1 minus top-2 gap.
+pub fn output_of(tokens: &[i64], tops: &[Vec<f32>], eos: &[i64], tokenizer: &TextTokenizer) -> Output {
+    let text_ids: Vec<i64> = tokens.iter().copied().filter(|t| !eos.contains(t)).collect();
+    let margin =
+        tops.iter().filter(|t| t.len() >= 2).map(|t| (t[0] - t[1]) as f64).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
+    Output { full: tokenizer.decode(&text_ids), margin }
+}
+
+/// How an item's inputs are made for this case: audio through the suite's own Whisper feature extractor and the
+/// decoder prefix `generate()` forces; images as the reference's processor made them (stored beside the baseline).
+struct Feed {
+    medium: Medium,
+    mel: Option<crate::feed::log_mel::Config>,
+    prefix: Vec<i64>,
+    suppress: Suppress,
+    images: Option<(String, Vec<u8>)>,
+}
+
+impl Feed {
+    fn new(t: &Trial, task: &MediaTask, baseline: &Path) -> Result<Feed> {
+        let root = &t.suite.root;
+        let dir = |name: &str| -> Result<std::path::PathBuf> {
+            t.case
+                .tokenizer_location(root)
+                .ok_or_else(|| Error::new(format!("{}: the gate needs the model's {name} (`tokenizer` or `reference`)", t.case.file)))?
+                .resolve(name)
+        };
+        match task.family.medium() {
+            Medium::Audio => {
+                let cfg_dir = dir("preprocessor_config.json")?;
+                let mel = crate::feed::log_mel::Config::load(&cfg_dir.join("preprocessor_config.json"))?;
+                let gen_dir = dir("generation_config.json")?;
+                let speech = &t.case.spec.generation;
+                let prefix = generation_config::whisper_prefix(
+                    &gen_dir,
+                    speech.lang.as_deref(),
+                    speech.task.map(|k| match k {
+                        crate::plan::case::SpeechTask::Transcribe => "transcribe",
+                        crate::plan::case::SpeechTask::Translate => "translate",
+                    }),
+                )?;
+                let c = GenerationConfig::load(&gen_dir, &format!("{} (the multimodal gate)", t.case.file))?;
+                Ok(Feed {
+                    medium: Medium::Audio,
+                    mel: Some(mel),
+                    prefix,
+                    suppress: Suppress { always: c.suppress_tokens, at_begin: c.begin_suppress_tokens },
+                    images: None,
+                })
+            }
+            Medium::Image => {
+                let p = media_gate::inputs_path(baseline);
+                let shown = t.rel(&p);
+                if !p.is_file() {
+                    bail!("{shown} is missing: the reference processor's inputs for the task's images; regenerate: {}", t.regenerate());
+                }
+                paths::confine(root, &p, "baseline inputs", paths::SUITE_HINT)?;
+                let packed = std::fs::read(&p).map_err(|e| Error::new(format!("{shown}: {e}")))?;
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut snap::read::FrameDecoder::new(&packed[..]), &mut bytes)
+                    .map_err(|e| Error::new(format!("{shown}: not a Snappy-framed file: {e}")))?;
+                Ok(Feed {
+                    medium: Medium::Image,
+                    mel: None,
+                    prefix: Vec::new(),
+                    suppress: Suppress::default(),
+                    images: Some((shown, bytes)),
+                })
+            }
+        }
+    }
+
+    fn inputs(&self, item: &MediaItem, what: &str) -> Result<Inputs> {
+        match self.medium {
+            Medium::Audio => {
+                let mel = self.mel.as_ref().expect("audio feeds carry a mel config");
+                let (samples, rate) = match &item.media {
+                    Media::File(b) => {
+                        let a = crate::feed::audio::decode(b, what)?;
+                        (a.samples, a.rate)
+                    }
+                    Media::Samples { samples, rate } => (samples.clone(), *rate),
+                };
+                let features = mel.features(&samples, rate, what)?;
+                let ids = NamedTensor {
+                    name: "input_ids".into(),
+                    shape: vec![1, self.prefix.len() as i64],
+                    data: TensorData::I64(self.prefix.clone()),
+                };
+                Ok(Inputs { tensors: vec![features, ids] })
+            }
+            Medium::Image => {
+                let (shown, bytes) = self.images.as_ref().expect("image feeds carry stored inputs");
+                let all = Inputs::from_safetensors(shown, bytes)?;
+                let prefix = format!("{}.", item.doc);
+                let tensors: Vec<NamedTensor> = all
+                    .tensors
+                    .into_iter()
+                    .filter_map(|t| t.name.strip_prefix(&prefix).map(|n| NamedTensor { name: n.to_string(), ..t.clone() }))
+                    .collect();
+                if tensors.is_empty() {
+                    bail!("{shown}: no tensors for {what} (`{prefix}*`)");
+                }
+                Ok(Inputs { tensors })
+            }
+        }
+    }
+}
