@@ -312,3 +312,19 @@ fn the_multimodal_gate_runs_through_genai_as_a_trial_of_its_own() {
     assert!(m.contains("doc 3 (package): cut at \"  \": score 0 cut, 1 whole"), "{m}");
     assert!(m.contains("0 worse, 0 better"), "{m}");
 }
+
+/// A plumbing-only task (random weights) is held item for item: one changed score fails it, whatever the net rule
+/// and the paired test (too few items to decide anything) say.
+#[test]
+fn a_plumbing_only_task_fails_on_any_changed_item() {
+    let t = task(Family::OcrBench, "ocrbench_accuracy", Direction::HigherIsBetter);
+    let items: Vec<MediaItem> = (0..3).map(|i| item(i, "HARBOR", "IIIT5K")).collect();
+    let reference = vec![out("HARBOR"), out("no"), out("no")];
+    let got = vec![out("HARBOR"), out("HARBOR"), out("no")];
+    let loose = media_gate::judge(&t, &items, &reference, &got, &protocol(), &policy(100.0)).unwrap();
+    assert!(loose.pass, "the net rule at +-100 and McNemar on one flip cannot fail: {:?}", loose.reasons);
+    let held = GatePolicy { max_flipped_points: Some(0.0), ..policy(100.0) };
+    let r = media_gate::judge(&t, &items, &reference, &got, &protocol(), &held).unwrap();
+    assert!(!r.pass);
+    assert!(r.reasons.iter().any(|m| m.contains("1 items changed (33.33 points), more than max_flipped_points 0.00")), "{:?}", r.reasons);
+}

@@ -484,47 +484,37 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     // Goldens (and baselines) this run made or compared: none means it did nothing, which must not look like success.
     let mut considered = 0;
     let mut tally = Tally::default();
-    for (_, job) in &media_jobs {
+    // A baseline's lines (or its error, which counts), then its raw outputs kept where --keep-raw asks.
+    let mut finish = |written: Result<Vec<String>, String>, out: &Path, raw: &Path| {
         considered += 1;
+        match written {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            Err(e) => {
+                println!("ERROR      baseline {}: {e}", relative(&root, out));
+                failures += 1;
+            }
+        }
+        if let Some(keep) = &opts.keep_raw {
+            let _ = std::fs::create_dir_all(keep);
+            let to = keep.join(raw.file_name().unwrap());
+            if !same_file(raw, &to) {
+                let _ = std::fs::copy(raw, to);
+            }
+        }
+    };
+    for (_, job) in &media_jobs {
         let written = crate::media_baselines::derive(&suite, job).and_then(|(b, inputs, line)| {
             let mut lines = vec![line];
             lines.extend(crate::media_baselines::write(&suite, job, &b, inputs.as_deref(), opts.force, opts.dry_run, &mut tally)?);
             Ok(lines)
         });
-        match written {
-            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
-            Err(e) => {
-                println!("ERROR      baseline {}: {e}", relative(&root, job.out_path()));
-                failures += 1;
-            }
-        }
-        if let Some(keep) = &opts.keep_raw {
-            let _ = std::fs::create_dir_all(keep);
-            let to = keep.join(job.raw_path().file_name().unwrap());
-            if !same_file(job.raw_path(), &to) {
-                let _ = std::fs::copy(job.raw_path(), to);
-            }
-        }
+        finish(written, job.out_path(), job.raw_path());
     }
     for (_, job) in &baseline_jobs {
-        considered += 1;
         let written = crate::baselines::derive(&suite, job).and_then(|(_, bytes, line)| {
             Ok(vec![line, crate::baselines::write(&suite, job, &bytes, opts.force, opts.dry_run, &mut tally)?])
         });
-        match written {
-            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
-            Err(e) => {
-                println!("ERROR      baseline {}: {e}", relative(&root, job.out_path()));
-                failures += 1;
-            }
-        }
-        if let Some(keep) = &opts.keep_raw {
-            let _ = std::fs::create_dir_all(keep);
-            let to = keep.join(job.raw_path().file_name().unwrap());
-            if !same_file(job.raw_path(), &to) {
-                let _ = std::fs::copy(job.raw_path(), to);
-            }
-        }
+        finish(written, job.out_path(), job.raw_path());
     }
     if !jobs.is_empty() && opts.from_raw.is_none() {
         let spec = serde_json::json!({ "jobs": jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });

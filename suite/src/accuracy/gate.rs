@@ -59,19 +59,31 @@ pub struct BaselineItem {
 
 impl Baseline {
     pub fn load(path: &Path, shown: &str) -> Result<Baseline> {
-        let text = std::fs::read_to_string(path).at(shown)?;
-        let b: Baseline = serde_json::from_str(&text).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-        if b.items.len() != b.n {
-            bail!("{shown}: field `items` has {} entries but `n` is {}", b.items.len(), b.n);
-        }
-        Ok(b)
+        read_baseline(path, shown, |b: &Baseline| (b.items.len(), b.n))
     }
 
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).expect("a baseline serializes");
-        v.push(b'\n');
-        v
+        baseline_bytes(self)
     }
+}
+
+/// A baseline file (the text gate's or the multimodal gate's) read, naming `shown` in its errors; `count` gives
+/// its (`items` entries, `n`), which must agree.
+pub fn read_baseline<T: serde::de::DeserializeOwned>(path: &Path, shown: &str, count: fn(&T) -> (usize, usize)) -> Result<T> {
+    let text = std::fs::read_to_string(path).at(shown)?;
+    let b: T = serde_json::from_str(&text).map_err(|e| Error::new(format!("{shown}: {e}")))?;
+    let (items, n) = count(&b);
+    if items != n {
+        bail!("{shown}: field `items` has {items} entries but `n` is {n}");
+    }
+    Ok(b)
+}
+
+/// A baseline as its file holds it: pretty JSON and a final newline.
+pub fn baseline_bytes<T: Serialize>(b: &T) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(b).expect("a baseline serializes");
+    v.push(b'\n');
+    v
 }
 
 /// sha256 over every item's token ids (context, then each continuation), in order.

@@ -20,7 +20,7 @@ use crate::accuracy::gate::{GatePolicy, mcnemar_exact};
 use crate::accuracy::lmms::{self, Direction, Family, ItemScore, MediaItem, MediaTask};
 use crate::accuracy::paired;
 use crate::accuracy::protocol::{Protocol, cut_at_stop};
-use crate::error::{At, Error, Result, bail};
+use crate::error::{Result, bail};
 use crate::judge::golden::{Hex, Provenance};
 
 /// `goldens/baselines/<task>/<case>.json` for an lmms-eval task: the reference's output for every item.
@@ -56,18 +56,11 @@ pub struct MediaBaselineItem {
 
 impl MediaBaseline {
     pub fn load(path: &Path, shown: &str) -> Result<MediaBaseline> {
-        let text = std::fs::read_to_string(path).at(shown)?;
-        let b: MediaBaseline = serde_json::from_str(&text).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-        if b.items.len() != b.n {
-            bail!("{shown}: field `items` has {} entries but `n` is {}", b.items.len(), b.n);
-        }
-        Ok(b)
+        crate::accuracy::gate::read_baseline(path, shown, |b: &MediaBaseline| (b.items.len(), b.n))
     }
 
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).expect("a baseline serializes");
-        v.push(b'\n');
-        v
+        crate::accuracy::gate::baseline_bytes(self)
     }
 }
 

@@ -218,7 +218,8 @@ pub struct Overrides {
     #[serde(default)]
     pub protocol: Option<crate::accuracy::protocol::Protocol>,
     /// The model's weights are random (a seeded fixture): its scores mean nothing, and the report says so; the
-    /// trial proves the plumbing (hooks, media, protocol, stops, scorers) by the package agreeing with the reference.
+    /// trial proves the plumbing (hooks, media, protocol, stops, scorers) by the package agreeing with the reference
+    /// item for item (`max_flipped_points` 0 unless the case sets it).
     #[serde(default)]
     pub plumbing_only: bool,
 }

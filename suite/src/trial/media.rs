@@ -132,7 +132,8 @@ impl Trial<'_> {
         let policy = crate::accuracy::gate::GatePolicy {
             max_delta_points: source.overrides.max_delta_points.unwrap_or(1.0),
             flip_alpha: source.overrides.flip_alpha.unwrap_or(0.05),
-            max_flipped_points: source.overrides.max_flipped_points,
+            // Random weights decide nothing by score, so the plumbing must hold item for item: no score may change.
+            max_flipped_points: source.overrides.max_flipped_points.or(source.overrides.plumbing_only.then_some(0.0)),
             refuse_small: self.ctx.ci,
         };
         policy.validate(&what)?;
