@@ -8,7 +8,7 @@ use mobius_conformance::accuracy::scorers::{anls, normalizer, ocrbench, relaxed,
 use mobius_conformance::paths::workspace_root;
 use serde_json::Value;
 
-const REGENERATE: &str = "python xtask/reference/lmms_scorers.py (in a venv with lmms-eval 0.7.3, after `cargo xtask real`)";
+const REGENERATE: &str = "cargo xtask reference-data --only lmms-scorers (after `cargo xtask real`)";
 
 fn data() -> Value {
     let path = workspace_root().join("tests/data/lmms/scorers.json");

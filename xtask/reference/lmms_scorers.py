@@ -1,12 +1,8 @@
 """What lmms-eval 0.7.3's own scorers answer on crafted inputs; writes tests/data/lmms/scorers.json for the suite's
 tests (suite/tests/lmms_scorers.rs), and the Unicode classes the Rust port of Python's `unicodedata` and `re` reads
-(suite/src/accuracy/scorers/unicode_classes.txt). Run once, from the repository root, in a scratch venv holding
-lmms-eval 0.7.3 without its dependencies and the few its scorers import:
-
-    python3 -m venv /tmp/lmms-venv
-    /tmp/lmms-venv/bin/pip install lmms-eval==0.7.3 --no-deps
-    /tmp/lmms-venv/bin/pip install sacrebleu editdistance more-itertools regex loguru numpy pyarrow
-    /tmp/lmms-venv/bin/python xtask/reference/lmms_scorers.py
+(suite/src/accuracy/scorers/unicode_classes.txt). `cargo xtask reference-data --only lmms-scorers` runs it, from
+the repository root, in a scratch venv holding lmms-eval 0.7.3 without its dependencies and the few its scorers
+import (xtask/reference/lmms-eval.lock, hash-checked).
 
 It also scores the predictions the committed baselines hold (goldens/baselines/: gemma4-mm-tiny's image tasks, and
 the real Whisper speech gate, whose targets it reads from the data set `cargo xtask real` builds), so the suite's

@@ -80,7 +80,17 @@ const REFERENCE_DATA: &[(&str, &str, &str, Option<&str>)] = &[
         Some("gemma4-mm-tiny"),
     ),
     ("log-mel", "log_mel_expected", "tests/data/log_mel/expected.json", None),
+    (
+        "lmms-scorers",
+        "lmms_scorers",
+        "tests/data/lmms/scorers.json (+ suite/src/accuracy/scorers/unicode_classes.txt), in the lmms-eval venv; scores \
+         the committed baselines' predictions, so after `cargo xtask real`",
+        None,
+    ),
 ];
+
+/// The entries that run in the lmms-eval venv ([`venv::lmms_eval_command`]) rather than the reference venv.
+const IN_LMMS_EVAL_VENV: &[&str] = &["lmms-scorers"];
 
 /// `cargo xtask reference-data [--only NAME ...]`: rewrite the committed data that lm-eval or a seeded generator
 /// produces (run from the repository root, where their default paths point); `git diff` then shows any change.
@@ -108,7 +118,7 @@ pub fn reference_data(args: &[String]) -> Result<(), String> {
         if let Some(fixture) = needs {
             derive_missing(std::iter::once(root.join("fixtures").join(fixture).join("hf")))?;
         }
-        let mut cmd = venv::reference_command(module)?;
+        let mut cmd = if IN_LMMS_EVAL_VENV.contains(name) { venv::lmms_eval_command(module)? } else { venv::reference_command(module)? };
         cmd.current_dir(&root);
         let status = cmd.status().map_err(|e| format!("running {cmd:?}: {e}"))?;
         if !status.success() {

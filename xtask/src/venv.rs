@@ -46,13 +46,43 @@ pub fn reference_command(module: &str) -> Result<Command, String> {
     package_command(module)
 }
 
+/// `python -m reference.<module>` in the scratch venv that holds lmms-eval 0.7.3 without its runtime
+/// (`xtask/reference/lmms-eval.lock`, hash-checked; made under target/ on first use, remade when the lock changes):
+/// lmms-eval's pins cannot share the reference venv's, and its scorers need only a few packages.
+pub fn lmms_eval_command(module: &str) -> Result<Command, String> {
+    let lock = reference_dir().join("lmms-eval.lock");
+    let lock_text = read(&lock)?;
+    parse_lock(&lock_text).map_err(|e| format!("{}: {e}", lock.display()))?;
+    let want: String = Sha256::digest(lock_text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let dir = target_dir().join("lmms-eval-venv");
+    let python = dir.join("bin").join("python");
+    let stamp = dir.join(".lock.sha256");
+    if !(std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want) && python.is_file()) {
+        eprintln!("xtask: making the lmms-eval venv at {} from {}", dir.display(), lock.display());
+        let _ = std::fs::remove_dir_all(&dir);
+        let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        run(Command::new(&py).args(["-m", "venv"]).arg(&dir))
+            .map_err(|e| format!("{e}\ncreating the venv needs Python 3 with the venv module (apt-get install python3-venv)"))?;
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--require-hashes", "--no-deps", "-r"])
+            .arg(&lock))?;
+        std::fs::write(&stamp, &want).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    package_command_with(&python, module)
+}
+
 /// [`reference_command`] in the venv as it is, not synced first: for `lock`, which reads a venv that a changed
 /// requirements.txt was just installed into (syncing would refuse the lock as stale, or undo the install).
 fn package_command(module: &str) -> Result<Command, String> {
     if !python().is_file() {
         return Err(format!("no reference venv at {}: run `cargo xtask venv` first", venv_dir().display()));
     }
-    let mut cmd = Command::new(python());
+    package_command_with(&python(), module)
+}
+
+/// `python -m reference.<module>` with `python`, the reference package on `PYTHONPATH`.
+fn package_command_with(python: &Path, module: &str) -> Result<Command, String> {
+    let mut cmd = Command::new(python);
     let xtask = reference_dir().parent().expect("xtask/reference has a parent").to_path_buf();
     let path = std::env::join_paths(std::iter::once(xtask).chain(std::env::var_os("PYTHONPATH").iter().flat_map(std::env::split_paths)))
         .map_err(|e| format!("PYTHONPATH: {e}"))?;

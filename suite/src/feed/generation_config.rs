@@ -108,4 +108,29 @@ mod tests {
         let e = GenerationConfig::load(Path::new("/nonexistent-dir"), "L5 of cases/x.yaml").unwrap_err().to_string();
         assert!(e.contains("L5 of cases/x.yaml: /nonexistent-dir/generation_config.json is missing"), "{e}");
     }
+
+    /// The prefixes `generate()` forces for tiny.en ([50257, 50362]) and for a multilingual base stating English
+    /// transcription ([50258, 50259, 50359, 50363]), as the real tier's goldens hold them.
+    #[test]
+    fn whisper_prefixes_are_generates_and_a_multilingual_model_must_be_told_its_language() {
+        let dir = std::env::temp_dir().join(format!("mobius-whisper-prefix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |text: &str| std::fs::write(dir.join("generation_config.json"), text).unwrap();
+        write(r#"{"decoder_start_token_id": 50257, "no_timestamps_token_id": 50362, "is_multilingual": false}"#);
+        assert_eq!(whisper_prefix(&dir, None, None).unwrap(), vec![50257, 50362]);
+        write(
+            r#"{"decoder_start_token_id": 50258, "no_timestamps_token_id": 50363, "is_multilingual": true,
+                "lang_to_id": {"<|en|>": 50259, "<|de|>": 50261}, "task_to_id": {"transcribe": 50359, "translate": 50358}}"#,
+        );
+        assert_eq!(whisper_prefix(&dir, Some("en"), Some("transcribe")).unwrap(), vec![50258, 50259, 50359, 50363]);
+        assert_eq!(whisper_prefix(&dir, Some("de"), Some("translate")).unwrap(), vec![50258, 50261, 50358, 50363]);
+        let e = whisper_prefix(&dir, None, None).unwrap_err().to_string();
+        assert!(e.contains("a multilingual Whisper needs the case's language and task"), "{e}");
+        let e = whisper_prefix(&dir, Some("xx"), Some("transcribe")).unwrap_err().to_string();
+        assert!(e.contains("field `lang_to_id` has no `<|xx|>`"), "{e}");
+        write(r#"{"decoder_start_token_id": "start"}"#);
+        let e = whisper_prefix(&dir, None, None).unwrap_err().to_string();
+        assert!(e.contains("field `decoder_start_token_id` is a string, expected a token id"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
