@@ -277,6 +277,17 @@ fn float_wav(samples: &[f32], rate: u32, what: &str) -> Result<Vec<u8>> {
     Ok(out.into_inner())
 }
 
+/// Stored tensors named `<doc>.<name>`, grouped by document under their own names.
+fn by_document(all: Inputs) -> std::collections::BTreeMap<usize, Vec<NamedTensor>> {
+    let mut out: std::collections::BTreeMap<usize, Vec<NamedTensor>> = Default::default();
+    for t in all.tensors {
+        if let Some((doc, name)) = t.name.split_once('.').and_then(|(d, n)| Some((d.parse::<usize>().ok()?, n.to_string()))) {
+            out.entry(doc).or_default().push(NamedTensor { name, ..t });
+        }
+    }
+    out
+}
+
 /// The text of a generation (EOS dropped, special tokens skipped, as the reference's `batch_decode` does) and its
 /// smallest top-1 minus top-2 gap.
 pub fn output_of(tokens: &[i64], tops: &[Vec<f32>], eos: &[i64], tokenizer: &TextTokenizer) -> Output {
@@ -293,7 +304,8 @@ struct Feed {
     mel: Option<crate::feed::log_mel::Config>,
     prefix: Vec<i64>,
     suppress: Suppress,
-    images: Option<(String, Vec<u8>)>,
+    /// The stored processor tensors by document, read once: (the file as shown, `<doc>` -> its tensors).
+    images: Option<(String, std::collections::BTreeMap<usize, Vec<NamedTensor>>)>,
 }
 
 impl Feed {
@@ -344,7 +356,7 @@ impl Feed {
                     mel: None,
                     prefix: Vec::new(),
                     suppress: Suppress::default(),
-                    images: Some((shown, bytes)),
+                    images: Some((shown.clone(), by_document(Inputs::from_safetensors(&shown, &bytes)?))),
                 })
             }
         }
@@ -370,18 +382,11 @@ impl Feed {
                 Ok(Inputs { tensors: vec![features, ids] })
             }
             Medium::Image => {
-                let (shown, bytes) = self.images.as_ref().expect("image feeds carry stored inputs");
-                let all = Inputs::from_safetensors(shown, bytes)?;
-                let prefix = format!("{}.", item.doc);
-                let tensors: Vec<NamedTensor> = all
-                    .tensors
-                    .into_iter()
-                    .filter_map(|t| t.name.strip_prefix(&prefix).map(|n| NamedTensor { name: n.to_string(), ..t.clone() }))
-                    .collect();
-                if tensors.is_empty() {
-                    bail!("{shown}: no tensors for {what} (`{prefix}*`)");
+                let (shown, docs) = self.images.as_ref().expect("image feeds carry stored inputs");
+                match docs.get(&item.doc) {
+                    Some(tensors) => Ok(Inputs { tensors: tensors.clone() }),
+                    None => bail!("{shown}: no tensors for {what} (`{}.*`)", item.doc),
                 }
-                Ok(Inputs { tensors })
             }
         }
     }
