@@ -855,6 +855,24 @@ fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Var
         if case.spec.manifest.is_some() {
             unchecked(&root.join(&case.file))?;
         }
+        // The accuracy tasks the case runs (its clean variants' gate trials must pass too): each task file with the
+        // files it includes, the data folder the case names, and the baselines with their stored inputs.
+        for entry in &case.spec.accuracy {
+            let mut file = Some(r.join(entry.file()));
+            while let Some(f) = file.take() {
+                mirror(r, root, &f)?;
+                let text = std::fs::read_to_string(&f).unwrap_or_default();
+                let include = text.lines().find_map(|l| l.strip_prefix("include:")).map(|v| v.trim().trim_matches('"'));
+                file = include.filter(|i| !i.is_empty()).and_then(|i| Some(f.parent()?.join(i)));
+            }
+            if let Some(data) = entry.source(r, case.spec.external_paths).data {
+                mirror(r, root, &data)?;
+            }
+            let task = Path::new(entry.file()).file_stem().and_then(|s| s.to_str()).unwrap_or("task");
+            let baseline = repo.baseline_path(task, &case.name);
+            mirror(r, root, &baseline)?;
+            mirror(r, root, &mobius_conformance::accuracy::media_gate::inputs_path(&baseline))?;
+        }
         let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten();
         let media = case.spec.inputs.images.iter().chain(&case.spec.inputs.audio);
         for p in named.chain(media) {
