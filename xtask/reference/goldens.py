@@ -172,12 +172,10 @@ def pixels_to_uint8(pv):
     return u8
 
 
-def mm_tensors(model, enc):
-    """The `input.*` tensors and the HF encoder features (image_features / audio_features) of one
-    processed multimodal prompt, as numpy arrays."""
-    cfg = model.config
-    H = cfg.get_text_config().hidden_size
-    ids = enc["input_ids"]
+
+def onnx_inputs(enc):
+    """The processor's tensors the package reads, by their ONNX input names, in the dtypes it takes (pixels as the
+    uint8 they were, ids as int64, audio features float32, their mask bool)."""
     out = {}
     for k, name in ONNX_INPUT_NAMES.items():
         if k not in enc:
@@ -191,7 +189,16 @@ def mm_tensors(model, enc):
             v = v.to(torch.float32)
         elif k == "input_features_mask":
             v = v.to(torch.bool)
-        out["input." + name] = np.ascontiguousarray(v.numpy())
+        out[name] = np.ascontiguousarray(v.numpy())
+    return out
+
+def mm_tensors(model, enc):
+    """The `input.*` tensors and the HF encoder features (image_features / audio_features) of one
+    processed multimodal prompt, as numpy arrays."""
+    cfg = model.config
+    H = cfg.get_text_config().hidden_size
+    ids = enc["input_ids"]
+    out = {"input." + name: v for name, v in onnx_inputs(enc).items()}
     with torch.inference_mode():
         if "pixel_values" in enc:
             img = model.model.get_image_features(enc["pixel_values"], enc["image_position_ids"],

@@ -33,7 +33,7 @@ import torch
 import transformers
 
 from .common import ReferenceError, deterministic_torch
-from .goldens import ONNX_INPUT_NAMES, pixels_to_uint8
+from .goldens import onnx_inputs
 from .hf_run import NEUTRAL, mm_encode
 
 FORMAT = "lmms-run-v1"
@@ -122,15 +122,8 @@ def run_multimodal(job, media, out):
         S = enc["input_ids"].shape[1]
         out[f"tokens.{doc}"] = g.sequences[0, S:].to(torch.int64).numpy()
         out[f"margin.{doc}"] = margin_of(g.logits)
-        for k, name in ONNX_INPUT_NAMES.items():
-            if k not in enc:
-                continue
-            v = enc[k]
-            if k == "pixel_values":
-                v = pixels_to_uint8(v)
-            elif k in ("input_ids", "image_position_ids"):
-                v = v.to(torch.int64)
-            out[f"{doc}.{name}"] = np.ascontiguousarray(v.numpy())
+        for name, v in onnx_inputs(enc).items():
+            out[f"{doc}.{name}"] = v
 
 
 def run_job(job):

@@ -247,17 +247,10 @@ pub struct MediaGate {
     pub flips: Vec<MediaFlipDetail>,
 }
 
-/// One changed item: both outputs and scores, and what the model was shown.
+/// One changed item (both outputs, scores and margins, as the judge found them) and what the model was shown.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MediaFlipDetail {
-    pub doc: usize,
-    pub reference: String,
-    pub got: String,
-    pub reference_score: f64,
-    pub got_score: f64,
-    /// Each side's smallest top-1 minus top-2 logit gap on the item (how near a tie its greedy path came).
-    pub reference_margin: Option<f64>,
-    pub got_margin: Option<f64>,
+    pub flip: crate::accuracy::media_gate::MediaFlip,
     pub thumbnail: Thumbnail,
 }
 
@@ -310,21 +303,7 @@ pub fn media_gate(r: &crate::accuracy::media_gate::MediaGateReport, items: &[cra
         too_small: r.too_small,
         stop_scores: (r.stop.reference_cut, r.stop.reference_full, r.stop.got_cut, r.stop.got_full),
         cuts: r.stop.cuts.iter().map(|c| (c.doc, c.reference, c.stop.clone(), c.score_cut, c.score_full)).collect(),
-        flips: r
-            .flips
-            .iter()
-            .take(MAX_MEDIA_FLIPS)
-            .map(|f| MediaFlipDetail {
-                doc: f.doc,
-                reference: f.reference.clone(),
-                got: f.got.clone(),
-                reference_score: f.reference_score,
-                got_score: f.got_score,
-                reference_margin: f.reference_margin,
-                got_margin: f.got_margin,
-                thumbnail: thumb(f.doc),
-            })
-            .collect(),
+        flips: r.flips.iter().take(MAX_MEDIA_FLIPS).map(|f| MediaFlipDetail { flip: f.clone(), thumbnail: thumb(f.doc) }).collect(),
     }
 }
 

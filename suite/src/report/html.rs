@@ -370,12 +370,13 @@ fn media(d: &MediaGate, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String>)
          <th>package output</th><th>score</th><th>margin</th></tr>",
     );
     let margin = |m: Option<f64>| m.map_or_else(String::new, |m| format!("{m:.3}"));
-    for f in &d.flips {
+    for detail in &d.flips {
+        let f = &detail.flip;
         let _ = write!(
             t,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             f.doc,
-            thumbnail(&f.thumbnail),
+            thumbnail(&detail.thumbnail),
             escape(&f.reference),
             f.reference_score,
             margin(f.reference_margin),
@@ -446,13 +447,15 @@ mod tests {
         assert_eq!(base64(b"hello"), "aGVsbG8=");
         assert_eq!(base64(b"hi!"), "aGkh");
         let flip = |doc, thumbnail| MediaFlipDetail {
-            doc,
-            reference: "HARBOR".into(),
-            got: "HARB<OR>".into(),
-            reference_score: 1.0,
-            got_score: 0.0,
-            reference_margin: Some(0.25),
-            got_margin: None,
+            flip: crate::accuracy::media_gate::MediaFlip {
+                doc,
+                reference: "HARBOR".into(),
+                got: "HARB<OR>".into(),
+                reference_score: 1.0,
+                got_score: 0.0,
+                reference_margin: Some(0.25),
+                got_margin: None,
+            },
             thumbnail,
         };
         let d = MediaGate {
