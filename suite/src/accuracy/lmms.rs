@@ -53,7 +53,7 @@ pub struct MetricEntry {
 /// Whether a task file is lmms-eval's: its `include:` chain feeds media or carries lmms-eval's per-model prompt
 /// kwargs (lm-eval's files do neither). A file that does not read is not (its reader says why).
 pub fn is_lmms_file(path: &Path) -> bool {
-    load_config(path, "").is_ok_and(|c| c.doc_to_visual.is_some() || c.lmms_eval_specific_kwargs.is_some())
+    path.is_file() && load_config(path, "").is_ok_and(|c| c.doc_to_visual.is_some() || c.lmms_eval_specific_kwargs.is_some())
 }
 
 macro_rules! merge {
@@ -383,6 +383,9 @@ impl MediaTask {
             Medium::Image => "image",
             Medium::Audio => "audio",
         };
+        if answers.is_empty() {
+            bail!("the answer field holds an empty list: an item needs at least one answer to be scored");
+        }
         let media = media_bytes(field(medium)?).map_err(|e| Error::new(format!("field `{medium}`: {e}")))?;
         Ok(MediaItem { doc, question, answers, kind, media })
     }

@@ -240,7 +240,11 @@ pub fn judge(
     let too_small = paired::too_small(&units, policy.max_delta_points);
     let mut reasons = Vec::new();
     let mut pass = true;
-    if too_small {
+    if !delta_points.is_finite() {
+        // A corpus WER over no reference words is 0/0: nothing was measured, which must not read as a pass.
+        reasons.push(format!("{metric} is not a number (reference {ref_points}, package {got_points}): nothing was scored"));
+        pass = false;
+    } else if too_small {
         let what = format!(
             "the task is too small to decide +-{:.2} points: one item moves {metric} by up to {:.2} points (n={n})",
             policy.max_delta_points,
@@ -278,6 +282,8 @@ pub fn judge(
         .filter_map(|(i, it)| {
             let (r, g) = (item_value(family, metric, &rs[i]), item_value(family, metric, &gs[i]));
             let (ro, go) = (protocol.answer(cut_at_stop(&reference[i].full, &until)), protocol.answer(cut_at_stop(&got[i].full, &until)));
+            // An item without the metric on both sides (another split's) has no score to change.
+            let (r, g) = (r?, g?);
             (r != g).then(|| MediaFlip {
                 doc: it.doc,
                 reference: ro.to_string(),
@@ -315,11 +321,29 @@ pub fn judge(
     })
 }
 
-/// An item's value on the gated metric: its score, or for WER its word edits.
-fn item_value(family: Family, metric: &str, s: &ItemScore) -> f64 {
+/// A plumbing-only task (random weights: its scores decide nothing) held item for item: every output must be the
+/// reference's to the last character, else the docs that differ fail it.
+pub fn hold_outputs(r: &mut MediaGateReport, items: &[MediaItem], reference: &[Output], got: &[Output]) {
+    let differ: Vec<String> =
+        items.iter().zip(reference.iter().zip(got)).filter(|(_, (a, b))| a.full != b.full).map(|(it, _)| it.doc.to_string()).collect();
+    if !differ.is_empty() {
+        r.pass = false;
+        r.reasons.push(format!(
+            "plumbing only: {} of {} outputs differ from the reference's (docs {}); with random weights only outputs equal \
+             to the reference's show that the task, media, protocol and scorer reach the model as they reach the reference",
+            differ.len(),
+            items.len(),
+            differ.join(", ")
+        ));
+    }
+}
+
+/// An item's value on the gated metric: its score, or for WER its word edits; `None` for an item the metric does
+/// not cover (a split metric's other split).
+fn item_value(family: Family, metric: &str, s: &ItemScore) -> Option<f64> {
     match (family, &s.edits) {
-        (Family::LibriSpeech, Some(e)) => e.edits as f64,
-        _ => s.values.get(metric).copied().unwrap_or(f64::NAN),
+        (Family::LibriSpeech, Some(e)) => Some(e.edits as f64),
+        _ => s.values.get(metric).copied(),
     }
 }
 
@@ -331,7 +355,7 @@ pub fn stop_trap(task: &MediaTask, items: &[MediaItem], reference: &[Output], go
         let cut = scores(task, items, outs, protocol, true);
         let full = scores(task, items, outs, protocol, false);
         for (i, o) in outs.iter().enumerate() {
-            let (c, f) = (item_value(family, metric, &cut[i]), item_value(family, metric, &full[i]));
+            let (Some(c), Some(f)) = (item_value(family, metric, &cut[i]), item_value(family, metric, &full[i])) else { continue };
             if c != f {
                 let stop = until.iter().filter(|s| !s.is_empty()).filter_map(|s| o.full.find(s.as_str()).map(|at| (at, s))).min();
                 cuts.push(StopCut {

@@ -218,13 +218,19 @@ pub struct Overrides {
     #[serde(default)]
     pub protocol: Option<crate::accuracy::protocol::Protocol>,
     /// The model's weights are random (a seeded fixture): its scores mean nothing, and the report says so; the
-    /// trial proves the plumbing (hooks, media, protocol, stops, scorers) by the package agreeing with the reference
-    /// item for item (`max_flipped_points` 0 unless the case sets it).
+    /// trial proves the plumbing (hooks, media, protocol, stops, scorers) by the package's every output being the
+    /// reference's, character for character.
     #[serde(default)]
     pub plumbing_only: bool,
 }
 
 impl Source {
+    /// Whether the task runs in the multimodal gate: the case pins a `protocol` (which only lmms-eval tasks take),
+    /// or the file reads as lmms-eval's. A broken lmms-eval file with a protocol still goes there, to fail by name.
+    pub fn is_multimodal(&self, root: &Path, file: &str) -> bool {
+        self.overrides.protocol.is_some() || crate::accuracy::lmms::is_lmms_file(&root.join(file))
+    }
+
     /// No overrides; reading outside the suite root as the case allows.
     pub fn with_external_paths(external_paths: bool) -> Source {
         Source { external_paths, ..Source::default() }

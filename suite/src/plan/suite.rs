@@ -199,7 +199,7 @@ impl Suite {
                         let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
                         let source = entry.source(&self.root, case.spec.external_paths);
                         // A multimodal (lmms-eval) task also runs every item through the package's own runtime.
-                        let levels: &[Level] = if crate::accuracy::lmms::is_lmms_file(&self.root.join(task)) {
+                        let levels: &[Level] = if source.is_multimodal(&self.root, task) {
                             &[Level::Accuracy, Level::AccuracyGenai]
                         } else {
                             &[Level::Accuracy]

@@ -128,3 +128,11 @@ pub fn genai_prompts(differ: &[usize], n: usize) -> String {
         docs.join(", ")
     )
 }
+
+/// The package's logits went non-finite on an item: the trial's verdict, before any score.
+pub fn non_finite(trial: &str, item: &str, step: usize) -> String {
+    format!(
+        "{trial}: FAIL: {item}: the package's logits at generated step {step} contain non-finite values (NaN or \
+         infinite); no score is computed"
+    )
+}

@@ -16,15 +16,13 @@ impl Trial<'_> {
             Ok(p) => p,
             Err(skip) => return Ok(skip),
         };
-        if crate::accuracy::lmms::is_lmms_file(&self.suite.root.join(task_file)) {
+        if source.is_multimodal(&self.suite.root, task_file) {
             return self.run_media_accuracy(task_file, task_name, source);
         }
         // (A task file that is not there is the loader's to name, after the baseline.)
-        let overrides = &source.overrides;
-        if (overrides.protocol.is_some() || overrides.plumbing_only) && self.suite.root.join(task_file).is_file() {
+        if source.overrides.plumbing_only && self.suite.root.join(task_file).is_file() {
             return Err(Error::new(format!(
-                "{}: accuracy task `{task_file}`: fields `protocol` and `plumbing_only` are for lmms-eval tasks; an lm-eval \
-                 task's prompt and stops are its task file's",
+                "{}: accuracy task `{task_file}`: field `plumbing_only` is for lmms-eval tasks (with a `protocol`)",
                 self.case.file
             )));
         }

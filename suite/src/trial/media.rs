@@ -33,6 +33,9 @@ fn load(root: &Path, file: &str, source: &Source) -> Result<Loaded> {
     if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(hit.clone());
     }
+    // As the text gate's loader does: the task file inside the root (unless the case opts out), and a regular file.
+    paths::check_case_path(root, file, source.external_paths, file)?;
+    paths::regular_file(&root.join(file), file)?;
     if let Some(data) = &source.data {
         let rel = data.strip_prefix(root).unwrap_or(data);
         paths::check_case_path(root, &rel.to_string_lossy(), source.external_paths, &format!("{file}: the case's `data` for it"))?;
@@ -121,10 +124,18 @@ impl Trial<'_> {
                 Err(skip) => return Ok(skip),
             };
             for it in items {
-                let o = self
+                match self
                     .media_output(&feed, &decoder, &package, provider, it, task.max_new_tokens, &eos, &tokenizer)
-                    .map_err(|e| e.context(doc(it)))?;
-                got.push(o);
+                    .map_err(|e| e.context(doc(it)))?
+                {
+                    Ok(o) => got.push(o),
+                    // NaN logits are a verdict of their own (one a strict xfail may state), as at L4 and L5.
+                    Err(step) => {
+                        let failure = Failure { first_step: Some(step), ..Failure::of(FailureKind::NonFinite) };
+                        let message = crate::report::media_gate::non_finite(self.name, &doc(it), step);
+                        return Ok(Outcome { failure: Some(Box::new(failure)), ..Outcome::fail(message) });
+                    }
+                }
             }
         }
         let reference: Vec<Output> =
@@ -132,12 +143,14 @@ impl Trial<'_> {
         let policy = crate::accuracy::gate::GatePolicy {
             max_delta_points: source.overrides.max_delta_points.unwrap_or(1.0),
             flip_alpha: source.overrides.flip_alpha.unwrap_or(0.05),
-            // Random weights decide nothing by score, so the plumbing must hold item for item: no score may change.
-            max_flipped_points: source.overrides.max_flipped_points.or(source.overrides.plumbing_only.then_some(0.0)),
+            max_flipped_points: source.overrides.max_flipped_points,
             refuse_small: self.ctx.ci,
         };
         policy.validate(&what)?;
-        let r = media_gate::judge(task, items, &reference, &got, &protocol, &policy).map_err(|e| e.context(&baseline_file))?;
+        let mut r = media_gate::judge(task, items, &reference, &got, &protocol, &policy).map_err(|e| e.context(&baseline_file))?;
+        if source.overrides.plumbing_only {
+            media_gate::hold_outputs(&mut r, items, &reference, &got);
+        }
         let mut message = crate::report::media_gate::render(
             self.name,
             task,
@@ -160,7 +173,8 @@ impl Trial<'_> {
     }
 
     /// One item through the package: its inputs, greedy to the budget (stops are applied when judging, so the
-    /// output past them is kept), the text decoded as the reference's is.
+    /// output past them is kept), the text decoded as the reference's is; or the first step whose logits are not
+    /// all finite.
     #[allow(clippy::too_many_arguments)]
     fn media_output(
         &self,
@@ -172,15 +186,15 @@ impl Trial<'_> {
         max_new_tokens: usize,
         eos: &[i64],
         tokenizer: &TextTokenizer,
-    ) -> Result<Output> {
+    ) -> Result<std::result::Result<Output, usize>> {
         let what = format!("document {}", item.doc);
         let inputs = feed.inputs(item, &what)?;
         let pipeline = Pipeline::build(package, decoder, provider, &inputs, &what)?;
         let g = generate::greedy_with(decoder, &pipeline.front(), inputs.input_ids(), max_new_tokens, eos, None, &[], &feed.suppress)?;
         if let Some(nf) = g.steps.iter().position(|s| s.non_finite.is_some()) {
-            bail!("{what}: the package's logits at generated step {nf} are not all finite");
+            return Ok(Err(nf));
         }
-        Ok(output_of(&g.chosen(), &g.steps.iter().map(|s| s.top.logits.clone()).collect::<Vec<_>>(), eos, tokenizer))
+        Ok(Ok(output_of(&g.chosen(), &g.steps.iter().map(|s| s.top.logits.clone()).collect::<Vec<_>>(), eos, tokenizer)))
     }
 }
 
@@ -228,7 +242,10 @@ struct Scratch(std::path::PathBuf);
 impl Scratch {
     fn new(trial: &str) -> Result<Scratch> {
         let tag: String = trial.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-        let dir = std::env::temp_dir().join(format!("mobius-genai-media-{tag}-{}", std::process::id()));
+        // The name folds `/` and `.` into `-`; the count keeps two trials whose names fold alike apart.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("mobius-genai-media-{tag}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("{}: {e}", dir.display())))?;
         Ok(Scratch(dir))
     }
