@@ -36,7 +36,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
         let file = entry.file();
-        if mobius_conformance::accuracy::lmms::is_lmms_file(&root.join(file)) {
+        if entry.source(root, case.spec.external_paths).is_multimodal(root, file) {
             continue; // an lmms-eval task: crate::media_baselines
         }
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
@@ -137,8 +137,8 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
             for (i, _) in job.items.iter().enumerate() {
                 let n = *lens.get(i).ok_or("fewer generations than items")? as usize;
                 let row = &ids[i * width..i * width + n];
-                let text = task::cut_at_stop(&tokenizer.decode(row), &until);
-                let answer = task::extract_answer(spec.answer_regex.as_deref(), &text);
+                let text = tokenizer.decode(row);
+                let answer = task::extract_answer(spec.answer_regex.as_deref(), task::cut_at_stop(&text, &until));
                 items.push(BaselineItem { logliks: Vec::new(), answer: Some(answer.clone()) });
                 scored.push(Scored::Answer(answer));
             }

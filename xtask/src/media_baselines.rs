@@ -51,10 +51,11 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
         let file = entry.file();
-        if !lmms::is_lmms_file(&root.join(file)) {
+        let source = entry.source(root, case.spec.external_paths);
+        // The rule the trials follow, so regen writes the baseline the gate will read.
+        if !source.is_multimodal(root, file) {
             continue;
         }
-        let source = entry.source(root, case.spec.external_paths);
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
         let protocol =
             source.overrides.protocol.clone().ok_or_else(|| format!("{}: accuracy task `{file}` needs a `protocol`", case.file))?;

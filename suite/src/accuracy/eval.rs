@@ -111,8 +111,8 @@ fn score_item(
                 }
                 logits = decoder.advance_token(&mut run, next)?;
             }
-            let text = task::cut_at_stop(&tokenizer.decode(&generated), &kw.until);
-            Ok(Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), &text))))
+            let text = tokenizer.decode(&generated);
+            Ok(Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), task::cut_at_stop(&text, &kw.until)))))
         }
     }
 }

@@ -19,7 +19,8 @@ use sha2::{Digest, Sha256};
 use crate::accuracy::gate::{GatePolicy, mcnemar_exact};
 use crate::accuracy::lmms::{self, Direction, Family, ItemScore, MediaItem, MediaTask};
 use crate::accuracy::paired;
-use crate::accuracy::protocol::{Protocol, cut_at_stop};
+use crate::accuracy::protocol::Protocol;
+use crate::accuracy::task::{cut_at_stop, first_stop};
 use crate::error::{Result, bail};
 use crate::judge::golden::{Hex, Provenance};
 
@@ -201,15 +202,9 @@ pub fn judge(
     let rs = scores(task, items, reference, protocol, true);
     let gs = scores(task, items, got, protocol, true);
     let value = |s: &ItemScore| s.values.get(metric).copied();
-    // OCRBench's own score divides by 1,000; a subset would under-report every change, so the gate holds the raw
-    // share (count over n) and reports lmms-eval's number beside it.
-    let (ref_points, got_points, raw_counts) = if family == Family::OcrBench {
-        let count = |s: &[ItemScore]| s.iter().filter(|x| value(x).unwrap_or(0.0) > 0.5).count();
-        let (r, g) = (count(&rs), count(&gs));
-        (100.0 * r as f64 / n.max(1) as f64, 100.0 * g as f64 / n.max(1) as f64, Some((r, g, n)))
-    } else {
-        (points(family, metric, &rs), points(family, metric, &gs), None)
-    };
+    // OCRBench is gated on its raw share; lmms-eval's number (over 1,000) is reported beside it.
+    let (ref_points, got_points) = (gated_points(family, metric, &rs), gated_points(family, metric, &gs));
+    let raw_counts = (family == Family::OcrBench).then(|| (ocrbench_correct(metric, &rs), ocrbench_correct(metric, &gs), n));
     let metrics = task.metrics.iter().map(|m| (m.clone(), (points(family, m, &rs), points(family, m, &gs)))).collect();
     let sign = if task.direction == Direction::HigherIsBetter { 1.0 } else { -1.0 };
     // Per-item differences in the direction of "better", and each item's largest move of the task's metric.
@@ -295,7 +290,7 @@ pub fn judge(
             })
         })
         .collect();
-    let stop = stop_trap(task, items, reference, got, protocol);
+    let stop = stop_trap(task, items, (reference, got), (&rs, &gs), protocol);
     Ok(MediaGateReport {
         family,
         metric: metric.to_string(),
@@ -347,37 +342,51 @@ fn item_value(family: Family, metric: &str, s: &ItemScore) -> Option<f64> {
     }
 }
 
-/// Where the stop list changed a score: each side's items scored on the cut and on the whole output.
-pub fn stop_trap(task: &MediaTask, items: &[MediaItem], reference: &[Output], got: &[Output], protocol: &Protocol) -> StopTrap {
+/// The gated score in points: OCRBench's raw share (correct over n: its own score divides by 1,000, so a subset
+/// would under-report every change), else the task's aggregate.
+fn gated_points(family: Family, metric: &str, scores: &[ItemScore]) -> f64 {
+    if family == Family::OcrBench {
+        100.0 * ocrbench_correct(metric, scores) as f64 / scores.len().max(1) as f64
+    } else {
+        points(family, metric, scores)
+    }
+}
+
+/// How many OCRBench items are right.
+fn ocrbench_correct(metric: &str, scores: &[ItemScore]) -> usize {
+    scores.iter().filter(|x| x.values.get(metric).copied().unwrap_or(0.0) > 0.5).count()
+}
+
+/// Where the stop list changed a score: each side's items scored on the cut (`cut_scores`, as the judge scored
+/// them: reference, package) and on the whole output.
+fn stop_trap(
+    task: &MediaTask,
+    items: &[MediaItem],
+    (reference, got): (&[Output], &[Output]),
+    cut_scores: (&[ItemScore], &[ItemScore]),
+    protocol: &Protocol,
+) -> StopTrap {
     let until = protocol.stops(&task.until).to_vec();
     let (family, metric) = (task.family, task.metric.as_str());
-    let side = |outs: &[Output], is_ref: bool, cuts: &mut Vec<StopCut>| -> (f64, f64) {
-        let cut = scores(task, items, outs, protocol, true);
+    let side = |outs: &[Output], cut: &[ItemScore], is_ref: bool, cuts: &mut Vec<StopCut>| -> (f64, f64) {
         let full = scores(task, items, outs, protocol, false);
         for (i, o) in outs.iter().enumerate() {
             let (Some(c), Some(f)) = (item_value(family, metric, &cut[i]), item_value(family, metric, &full[i])) else { continue };
             if c != f {
-                let stop = until.iter().filter(|s| !s.is_empty()).filter_map(|s| o.full.find(s.as_str()).map(|at| (at, s))).min();
+                let stop = first_stop(&o.full, &until);
                 cuts.push(StopCut {
                     doc: items[i].doc,
                     reference: is_ref,
-                    stop: stop.map(|(_, s)| s.clone()).unwrap_or_default(),
+                    stop: stop.map(|(_, s)| s.to_string()).unwrap_or_default(),
                     score_cut: c,
                     score_full: f,
                 });
             }
         }
-        let pts = |s: &[ItemScore]| {
-            if family == Family::OcrBench {
-                100.0 * s.iter().filter(|x| x.values.get(metric).copied().unwrap_or(0.0) > 0.5).count() as f64 / items.len().max(1) as f64
-            } else {
-                points(family, metric, s)
-            }
-        };
-        (pts(&cut), pts(&full))
+        (gated_points(family, metric, cut), gated_points(family, metric, &full))
     };
     let mut cuts = Vec::new();
-    let (reference_cut, reference_full) = side(reference, true, &mut cuts);
-    let (got_cut, got_full) = side(got, false, &mut cuts);
+    let (reference_cut, reference_full) = side(reference, cut_scores.0, true, &mut cuts);
+    let (got_cut, got_full) = side(got, cut_scores.1, false, &mut cuts);
     StopTrap { until, cuts, reference_cut, reference_full, got_cut, got_full }
 }

@@ -85,15 +85,10 @@ impl Protocol {
     }
 }
 
-/// lmms-eval's cut: the text before the first occurrence of any stop string (empty strings never stop).
-pub fn cut_at_stop<'a>(text: &'a str, until: &[String]) -> &'a str {
-    let at = until.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min();
-    at.map_or(text, |i| &text[..i])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accuracy::task::cut_at_stop;
 
     fn p() -> Protocol {
         Protocol {

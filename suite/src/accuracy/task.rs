@@ -766,10 +766,15 @@ fn compiled(pattern: &str) -> Option<regex::Regex> {
     cache.entry(pattern.to_string()).or_insert_with(|| lmeval::python_re::compile(pattern).ok()).clone()
 }
 
-/// Cuts a generation at the first stop string (lm-eval's `until`).
-pub fn cut_at_stop(text: &str, until: &[String]) -> String {
-    let end = until.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min().unwrap_or(text.len());
-    text[..end].to_string()
+/// Cuts a generation at the first stop string (lm-eval's `until`, and lmms-eval's): the text before the first
+/// occurrence of any of them; an empty string never stops.
+pub fn cut_at_stop<'a>(text: &'a str, until: &[String]) -> &'a str {
+    first_stop(text, until).map_or(text, |(at, _)| &text[..at])
+}
+
+/// Where the first stop string of `until` occurs in `text`, and which one (at a tie, the one that sorts first).
+pub fn first_stop<'a>(text: &str, until: &'a [String]) -> Option<(usize, &'a str)> {
+    until.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str()).map(|at| (at, s.as_str()))).min()
 }
 
 /// lm-eval's `filter_list` for generate_until, as far as the gate follows it: none, or one `regex` filter (with

@@ -17,7 +17,7 @@ impl Trial<'_> {
             Err(skip) => return Ok(skip),
         };
         if source.is_multimodal(&self.suite.root, task_file) {
-            return self.run_media_accuracy(task_file, task_name, source);
+            return self.run_media_accuracy(provider, &package, task_file, task_name, source);
         }
         // (A task file that is not there is the loader's to name, after the baseline.)
         if source.overrides.plumbing_only && self.suite.root.join(task_file).is_file() {

@@ -48,11 +48,15 @@ fn load(root: &Path, file: &str, source: &Source) -> Result<Loaded> {
 }
 
 impl Trial<'_> {
-    pub(super) fn run_media_accuracy(&self, task_file: &str, task_name: &str, source: &Source) -> Result<Outcome> {
-        let (provider, package) = match self.placement() {
-            Ok(p) => p,
-            Err(skip) => return Ok(skip),
-        };
+    /// The multimodal gate on one task, on the package `run_accuracy` placed.
+    pub(super) fn run_media_accuracy(
+        &self,
+        provider: Provider,
+        package: &Path,
+        task_file: &str,
+        task_name: &str,
+        source: &Source,
+    ) -> Result<Outcome> {
         let what = format!("{}: accuracy task `{task_file}`", self.case.file);
         let protocol = source
             .overrides
@@ -88,8 +92,8 @@ impl Trial<'_> {
                 self.regenerate()
             )));
         }
-        let tokenizer = self.tokenizer(&package)?;
-        let eos = self.eos_ids(&package)?;
+        let tokenizer = self.tokenizer(package)?;
+        let eos = self.eos_ids(package)?;
         let feed = Feed::new(self, task, &baseline_path)?;
         let doc = |it: &MediaItem| format!("{task_file}: document {}", it.doc);
         let mut got = Vec::with_capacity(items.len());
@@ -102,9 +106,9 @@ impl Trial<'_> {
                     crate::run::genai::GENAI_VERSION
                 )));
             }
-            let model = match crate::run::genai::Model::open(&package, provider)? {
+            let model = match crate::run::genai::Model::open(package, provider)? {
                 Ok(m) => m,
-                Err(refusal) => return Ok(self.genai_refused(&package, provider, refusal)),
+                Err(refusal) => return Ok(self.genai_refused(package, provider, refusal)),
             };
             let scratch = Scratch::new(self.name)?;
             let mut differ = Vec::new();
@@ -119,13 +123,13 @@ impl Trial<'_> {
             }
             genai_prompts = Some(differ);
         } else {
-            let decoder = match self.decoder(&package, provider)? {
+            let decoder = match self.decoder(package, provider)? {
                 Ok(d) => d,
                 Err(skip) => return Ok(skip),
             };
             for it in items {
                 match self
-                    .media_output(&feed, &decoder, &package, provider, it, task.max_new_tokens, &eos, &tokenizer)
+                    .media_output(&feed, &decoder, package, provider, it, task.max_new_tokens, &eos, &tokenizer)
                     .map_err(|e| e.context(doc(it)))?
                 {
                     Ok(o) => got.push(o),
