@@ -330,3 +330,57 @@ fn a_plumbing_only_task_fails_on_any_output_other_than_the_references() {
     media_gate::hold_outputs(&mut same, &items, &reference, &reference);
     assert!(same.pass, "{:?}", same.reasons);
 }
+
+/// A speech task whose references hold no words scores 0/0: nothing was measured, and the gate fails rather than
+/// pass on NaN (every comparison with NaN is false).
+#[test]
+fn a_corpus_wer_over_no_words_fails() {
+    let t = task(Family::LibriSpeech, "wer", Direction::LowerIsBetter);
+    let items: Vec<MediaItem> = (0..2).map(|i| item(i, "", "asr_en")).collect();
+    let outs = vec![out(" hello"), out(" world")];
+    let r = media_gate::judge(&t, &items, &outs, &outs, &protocol(), &policy(1.0)).unwrap();
+    assert!(!r.pass);
+    assert!(r.reasons.iter().any(|m| m.contains("wer is not a number") && m.contains("nothing was scored")), "{:?}", r.reasons);
+}
+
+/// A document with an empty answer list cannot be scored (the scorers read its first answer): it is refused,
+/// naming the task file and the document, before any model runs.
+#[test]
+fn an_item_without_answers_is_refused_by_document() {
+    let mut t = task(Family::ChartQa, "relaxed_overall", Direction::HigherIsBetter);
+    let doc = |answer: serde_json::Value| -> mobius_conformance::accuracy::task::Doc {
+        [
+            ("question".to_string(), serde_json::json!("How many?")),
+            ("answer".to_string(), answer),
+            ("type".to_string(), serde_json::json!("human_test")),
+            ("image".to_string(), serde_json::json!({ "bytes": null, "path": null })),
+        ]
+        .into_iter()
+        .collect()
+    };
+    t.docs = vec![doc(serde_json::json!([]))];
+    let e = t.items().unwrap_err().to_string();
+    assert!(e.contains("t.yaml: document 0") && e.contains("an item needs at least one answer"), "{e}");
+    // With an answer the same document gets past that check, to its image (which it does not hold).
+    t.docs = vec![doc(serde_json::json!("36"))];
+    let e = t.items().unwrap_err().to_string();
+    assert!(!e.contains("answer") && e.contains("field `image`"), "{e}");
+}
+
+/// Which gate a task runs in: lmms-eval's files by their content, and any file whose case pins a protocol, so a
+/// broken lmms-eval file (here: its `include:` missing) still reaches the multimodal loader and fails there by name.
+#[test]
+fn a_pinned_protocol_sends_a_task_to_the_multimodal_gate_even_when_its_file_is_broken() {
+    use mobius_conformance::accuracy::task::{Overrides, Source};
+    let root = workspace_root();
+    let plain = Source::default();
+    let pinned = Source { overrides: Overrides { protocol: Some(protocol()), ..Overrides::default() }, ..Source::default() };
+    assert!(plain.is_multimodal(&root, "tests/data/lmms/lmms_eval_tasks/ocrbench/ocrbench.yaml"));
+    assert!(!plain.is_multimodal(&root, "cases/tasks/arith.yaml"));
+    let s = Scratch::new("broken-lmms");
+    write(&s.0.join("t.yaml"), "include: _missing_template_yaml\ntask: broken\n");
+    assert!(!plain.is_multimodal(&s.0, "t.yaml"), "unreadable as lmms-eval's without a protocol");
+    assert!(pinned.is_multimodal(&s.0, "t.yaml"));
+    let e = MediaTask::load(&s.0, "t.yaml", None, None).unwrap_err().to_string();
+    assert!(e.contains("t.yaml") && e.contains("_missing_template_yaml"), "{e}");
+}
