@@ -63,6 +63,7 @@ pub mod run {
 pub mod judge {
     pub mod component;
     pub mod detail;
+    pub mod dist;
     pub mod finite;
     pub mod genai_level;
     pub mod golden;

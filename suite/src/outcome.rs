@@ -5,6 +5,7 @@ use crate::accuracy::gate::GateReport;
 use crate::error::Error;
 use crate::judge::component::ComponentReport;
 use crate::judge::detail::Detail;
+use crate::judge::dist::DistReport;
 use crate::judge::genai_level::GenaiReport;
 use crate::judge::verdict::{GenerationReport, PrefillReport, Verdict};
 use crate::judge::xfail::{Failure, Mismatch};
@@ -60,6 +61,8 @@ pub enum Judgement {
     Genai(Box<GenaiReport>),
     /// The accuracy gate on one task.
     Accuracy(Box<GateReport>),
+    /// The distribution level: KL divergence from the fp32 reference over the corpus.
+    Dist(Box<DistReport>),
 }
 
 impl Judgement {
@@ -72,6 +75,7 @@ impl Judgement {
             Judgement::Genai(r) => r.reasons(),
             // The gate prints its reasons as notes under its numbers; its headline is its first line.
             Judgement::Accuracy(_) => Vec::new(),
+            Judgement::Dist(r) => r.reasons.iter().map(String::as_str).collect(),
         }
     }
 

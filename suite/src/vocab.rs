@@ -98,6 +98,9 @@ pub enum Level {
     Genai,
     /// The multimodal accuracy gate with every item through onnxruntime-genai's own processor and generator.
     AccuracyGenai,
+    /// The next-token distributions over a teacher-forced corpus against the fp32 reference's (KL divergence,
+    /// same top token, perplexity ratio), for every dtype alike (`judge::dist`).
+    Dist,
 }
 
 impl Level {
@@ -110,6 +113,7 @@ impl Level {
             Level::Accuracy => "accuracy",
             Level::Genai => "genai",
             Level::AccuracyGenai => "accuracy_genai",
+            Level::Dist => "dist",
         }
     }
 
@@ -124,6 +128,7 @@ impl Level {
             "accuracy" => Some(Level::Accuracy),
             "genai" => Some(Level::Genai),
             "accuracy_genai" => Some(Level::AccuracyGenai),
+            "dist" => Some(Level::Dist),
             _ => None,
         }
     }
@@ -137,9 +142,10 @@ impl Level {
         }
     }
 
-    /// The levels of a modality's trials: the case's, plus the encoders its media go through, plus genai's run.
+    /// The levels of a modality's trials: the case's, plus the encoders its media go through, plus genai's run. The
+    /// distribution level reads text alone: it is a text trial only.
     pub fn for_modality(case_levels: &[Level], modality: Modality) -> Vec<Level> {
-        let mut v = case_levels.to_vec();
+        let mut v: Vec<Level> = case_levels.iter().copied().filter(|&l| l != Level::Dist || modality == Modality::Text).collect();
         if matches!(modality, Modality::Image | Modality::ImageAudio) {
             v.push(Level::VisionEncoder);
         }
@@ -203,7 +209,7 @@ macro_rules! deserialize_by_name {
 }
 deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
 deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
-deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai, vision_encoder, audio_encoder");
+deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai, vision_encoder, audio_encoder, accuracy_genai, dist");
 deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
 
 /// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.

@@ -25,7 +25,8 @@ fn scratch(tag: &str, corrupt: impl Fn(&Path), edit: impl Fn(String) -> String) 
         .replace("eps: [default, cpu]", "eps: [cpu]")
         .replace("dtypes: [f32, f16, bf16, int4]", "dtypes: [f32]")
         .lines()
-        .filter(|l| !l.contains("packages:") && !l.contains("cpu/f16:") && !l.contains("cpu/bf16:"))
+        // The distribution level has its own tests (tests/dist.rs): these are about L4 and L5.
+        .filter(|l| !l.contains("packages:") && !l.contains("cpu/f16:") && !l.contains("cpu/bf16:") && !l.starts_with("distribution:"))
         .map(|l| format!("{l}\n"))
         .collect::<String>()
         .replace("\"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");

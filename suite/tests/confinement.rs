@@ -14,25 +14,9 @@ use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::hub::HubRef;
 
-/// A self-contained suite root: the qwen3-tiny case on its cpu-f32 package and tokenizer, all copied inside.
+/// A self-contained suite root (`common::qwen3_tiny_root`), with `extra` appended to the case.
 fn suite(tag: &str, extra: &str) -> Scratch {
-    let repo = workspace_root();
-    let s = Scratch::new(&format!("confine-{tag}"));
-    copy_tree(&repo.join("fixtures/qwen3-tiny/onnx/cpu-f32"), &s.0.join("pkg"));
-    copy_tree(&repo.join("fixtures/tokenizer"), &s.0.join("tok"));
-    copy_tree(&repo.join("goldens/causal-lm"), &s.0.join("goldens/causal-lm"));
-    let case = std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml")).unwrap();
-    let case: String = case
-        .lines()
-        .filter(|l| !l.starts_with("reference:") && !l.starts_with("tokenizer:") && !l.contains("cpu/f16:") && !l.contains("cpu/bf16:"))
-        .map(|l| format!("{l}\n"))
-        .collect::<String>()
-        .replace("eps: [default, cpu]", "eps: [cpu]")
-        .replace("dtypes: [f32, f16, bf16, int4]", "dtypes: [f32]")
-        .replace("  packages:\n", "")
-        .replace("\"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
-    write(&s.0.join("cases/causal-lm/qwen3-tiny.yaml"), &(case + "tokenizer: \"tok\"\n" + extra));
-    s
+    common::qwen3_tiny_root(&format!("confine-{tag}"), |case| case + extra)
 }
 
 fn statuses(root: &Path) -> Vec<(String, Status, String)> {

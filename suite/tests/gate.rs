@@ -363,3 +363,49 @@ fn a_baseline_from_other_requests_is_stale_and_a_missing_one_says_how_to_make_it
     assert!(under_ci.message.contains("CI is set"), "{}", under_ci.message);
     assert!(o.message.contains("cargo xtask regen-goldens --case arith-tiny"), "{}", o.message);
 }
+
+/// The gate's cached scoring (the context once, each distinct run of continuation tokens once from its cache, the
+/// items shared out to two sessions) against lm-eval's own requests (context + continuation in one pass per choice):
+/// every log-likelihood within the L4 f32 policy's per-logit tolerance times 2 (a log-probability is a logit minus a
+/// logsumexp) per continuation token, the same picks, and the two-worker run equal to the one-worker run bit for bit.
+#[test]
+fn cached_scoring_agrees_with_lm_evals_uncached_requests() {
+    use mobius_conformance::accuracy::eval::{self, Strategy};
+    use mobius_conformance::feed::package::{GenaiConfig, package_model};
+    use mobius_conformance::run::runtime::{self, Provider};
+    let root = workspace_root();
+    let package = root.join("fixtures/arith-tiny/onnx/default-f32");
+    let model = package_model(&package).unwrap();
+    let decoders = [runtime::decoder(&model, Provider::Cpu).unwrap(), runtime::decoder_replica(&model, Provider::Cpu).unwrap()];
+    let cfg = GenaiConfig::load(&package).unwrap();
+    let tok = TextTokenizer::load(&root.join("fixtures/arith-tiny/hf")).unwrap();
+    let atol = mobius_conformance::judge::tolerance::Tolerance::builtin(
+        mobius_conformance::vocab::Level::L4,
+        mobius_conformance::vocab::Dtype::F32,
+    )
+    .atol;
+    let mut compared = 0;
+    for file in ["cases/tasks/arith.yaml", "cases/tasks/arith-3shot.yaml"] {
+        let loaded = task::load_items(&root, file, &tok, false).unwrap();
+        let (task, items) = (&loaded.0, &loaded.1);
+        let score = |d: &[std::sync::Arc<runtime::Decoder>], s| {
+            eval::score(d, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size, s).unwrap().scored
+        };
+        let (cached, one, uncached) =
+            (score(&decoders, Strategy::Cached), score(&decoders[..1], Strategy::Cached), score(&decoders[..1], Strategy::Uncached));
+        assert_eq!(cached, one, "{file}: two workers score exactly as one");
+        for ((c, u), item) in cached.iter().zip(&uncached).zip(items) {
+            let (Scored::Choices(c), Scored::Choices(u), ItemKind::MultipleChoice { continuations, choices, .. }) = (c, u, &item.kind)
+            else {
+                panic!("{file}: multiple-choice items only")
+            };
+            for ((a, b), cont) in c.iter().zip(u).zip(continuations) {
+                let bound = 2.0 * atol * cont.len() as f64;
+                assert!((a - b).abs() <= bound, "{file} doc {}: cached {a} uncached {b} (bound {bound})", item.doc);
+                compared += 1;
+            }
+            assert_eq!(scoring::pick(&c[..], choices), scoring::pick(&u[..], choices), "{file} doc {}", item.doc);
+        }
+    }
+    assert!(compared > 1000, "{compared} log-likelihoods compared");
+}

@@ -86,7 +86,17 @@ fn their_log_likelihoods_through_onnx_runtime_match_lm_evals() {
     let mut n = 0;
     for (name, file, dataset, shots) in TASKS {
         let (task, items) = load(file, dataset, shots);
-        let got = mobius_conformance::accuracy::eval::score(&decoder, &task, &items, &tok, &eos, None).unwrap().scored;
+        let got = mobius_conformance::accuracy::eval::score(
+            std::slice::from_ref(&decoder),
+            &task,
+            &items,
+            &tok,
+            &eos,
+            None,
+            mobius_conformance::accuracy::eval::Strategy::Cached,
+        )
+        .unwrap()
+        .scored;
         for (g, w) in got.iter().zip(want["tasks"][name]["docs"].as_array().unwrap()) {
             let Scored::Choices(g) = g else { panic!() };
             for (a, b) in g.iter().zip(w["logliks"].as_array().unwrap()) {

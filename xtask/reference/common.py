@@ -106,3 +106,36 @@ def eos_ids(case_eos, genai_config):
     if not isinstance(model, dict) or model.get("eos_token_id") is None:
         return []
     return _ids(model["eos_token_id"], f"{genai_config}: field `model.eos_token_id`")
+
+
+def run_jobs(argv, run_job):
+    """`python -m reference.<module> JOBS.json`: every job of the file's `jobs` list through `run_job` (which returns
+    the job's one line, or raises ReferenceError naming what is wrong), torch deterministic, each line timed; exits
+    non-zero naming how many failed."""
+    import time
+
+    if len(argv) != 2:
+        raise SystemExit(f"usage: {argv[0]} JOBS.json")
+    with open(argv[1]) as fh:
+        spec = json.load(fh)
+    jobs = spec.get("jobs") if isinstance(spec, dict) else None
+    if not isinstance(jobs, list):
+        raise SystemExit(f"{argv[1]}: expected an object with a 'jobs' list")
+    import transformers
+
+    deterministic_torch()
+    transformers.logging.set_verbosity_error()
+    failed = 0
+    for i, job in enumerate(jobs):
+        name = job.get("case", f"#{i}") if isinstance(job, dict) else f"#{i}"
+        t0 = time.time()
+        try:
+            if not isinstance(job, dict):
+                raise ReferenceError("job is not an object")
+            line = run_job(job)
+            print(f"{line} ({time.time() - t0:.1f}s)", flush=True)
+        except ReferenceError as e:
+            failed += 1
+            print(f"{name}: ERROR {e}", flush=True)
+    if failed:
+        raise SystemExit(f"{failed} of {len(jobs)} jobs failed")

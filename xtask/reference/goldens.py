@@ -76,9 +76,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
-from .common import RAW_FORMAT, ReferenceError, deterministic_torch, eos_ids, save_safetensors
+from .common import RAW_FORMAT, ReferenceError, eos_ids, run_jobs, save_safetensors
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -384,31 +383,7 @@ def run_job(job):
 
 
 def main(argv):
-    if len(argv) != 2:
-        raise SystemExit(f"usage: {argv[0]} JOBS.json")
-    with open(argv[1]) as fh:
-        spec = json.load(fh)
-    jobs = spec.get("jobs") if isinstance(spec, dict) else None
-    if not isinstance(jobs, list):
-        raise SystemExit(f"{argv[1]}: expected an object with a 'jobs' list")
-
-    deterministic_torch()
-    transformers.logging.set_verbosity_error()
-
-    failed = 0
-    for i, job in enumerate(jobs):
-        name = job.get("case", f"#{i}") if isinstance(job, dict) else f"#{i}"
-        t0 = time.time()
-        try:
-            if not isinstance(job, dict):
-                raise ReferenceError("job is not an object")
-            line = run_job(job)
-            print(f"{line} ({time.time() - t0:.1f}s)", flush=True)
-        except ReferenceError as e:
-            failed += 1
-            print(f"{name}: ERROR {e}", flush=True)
-    if failed:
-        raise SystemExit(f"{failed} of {len(jobs)} jobs failed")
+    run_jobs(argv, run_job)
 
 
 if __name__ == "__main__":

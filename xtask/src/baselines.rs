@@ -10,13 +10,13 @@ use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem, Scored};
 use mobius_conformance::accuracy::scoring;
 use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, OutputType, Task};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
-use mobius_conformance::judge::golden::{self, Hex};
+use mobius_conformance::judge::golden::Hex;
 use mobius_conformance::paths::relative;
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::vocab::{Dtype, Modality};
 
-use crate::regen::{Kind, Outcome, Tally, compare};
+use crate::regen::{Kind, Tally, compare};
 
 /// The format of loglik.py's raw outputs this xtask reads (their metadata `format`).
 pub const LOGLIK_FORMAT: &str = "loglik-v1";
@@ -194,20 +194,7 @@ pub fn write(suite: &Suite, job: &BaselineJob, bytes: &[u8], force: bool, dry_ru
         let noise = loglik_noise(suite, &job.case);
         compare::json(&old, bytes, &|p| loglik_bound(&job.items, noise, p))
     });
-    let (line, outcome) = match diff {
-        Some(compare::Diff::Same) => (format!("UNCHANGED  {shown}"), Outcome::Unchanged),
-        Some(d @ compare::Diff::NoiseOnly { .. }) if !force => (format!("UNCHANGED  {shown} ({d})"), Outcome::NoiseOnly),
-        Some(d @ compare::Diff::Changed { .. }) if !force => {
-            (format!("SKIPPED    {shown} (differs from the reference now, at {d}; pass --force to overwrite)"), Outcome::Changed)
-        }
-        _ if dry_run => (format!("SAVED      {shown} (dry run: not written)"), Outcome::Saved),
-        _ => {
-            golden::write_atomic(&job.out, bytes).map_err(|e| e.to_string())?;
-            (format!("SAVED      {shown}"), Outcome::Saved)
-        }
-    };
-    tally.add(Kind::Baseline, outcome);
-    Ok(line)
+    crate::regen::write_one(&job.out, &shown, bytes, diff, (force, dry_run), Kind::Baseline, tally)
 }
 
 /// The reference's per-token noise for this case's model: the largest its text golden measured (none without one).

@@ -2,7 +2,9 @@
 //!
 //! Every figure is a median over repeats (with min and max), measured in this process or in the reference venv's
 //! Python (`xtask/reference/bench.py`) on the same packages and the same machine, and reported as a ratio against
-//! its peer. Nothing here is a test: speed is measured and compared, never asserted in `cargo test`.
+//! its peer. Nothing here is a test: speed is measured and compared, never asserted in `cargo test`. A section whose
+//! trials fail, or whose work is not what it says (a copy of the cases that lost a file, no trial run), prints why
+//! and no figure, and the bench exits non-zero.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,9 +18,12 @@ use mobius_conformance::feed::inputs::Inputs;
 use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::feed::package::package_model;
 use mobius_conformance::feed::tokenizer::TextTokenizer;
+use mobius_conformance::outcome::{Counts, Status};
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::case::{Case, SpeechTask};
-use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::plan::discovery::{self, Found};
+use mobius_conformance::plan::suite::{Suite, TrialSpec};
+use mobius_conformance::run::genai;
 use mobius_conformance::run::generate::{self, Front, Suppress};
 use mobius_conformance::run::pipeline::Pipeline;
 use mobius_conformance::run::runtime::{self, Provider, StepInput};
@@ -60,6 +65,8 @@ struct Options {
     tokens: usize,
     skip_python: bool,
     only: Vec<String>,
+    /// The suite root the overhead and scaling sections run (`--root`); this repository when `None`.
+    root: Option<PathBuf>,
 }
 
 impl Options {
@@ -68,10 +75,10 @@ impl Options {
     }
 }
 
-const SECTIONS: [&str; 7] = ["decode", "prefill", "gate", "overhead", "scaling", "real", "speech"];
+const SECTIONS: [&str; 8] = ["decode", "prefill", "gate", "overhead", "scaling", "real", "gate-real", "speech"];
 
 fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options { json: None, repeats: 5, pairs: 15, tokens: 128, skip_python: false, only: Vec::new() };
+    let mut o = Options { json: None, repeats: 5, pairs: 15, tokens: 128, skip_python: false, only: Vec::new(), root: None };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -80,6 +87,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--tokens" => o.tokens = it.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0).ok_or("--tokens needs a count")?,
             "--pairs" => o.pairs = it.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0).ok_or("--pairs needs a count")?,
             "--skip-python" => o.skip_python = true,
+            "--root" => {
+                let dir = PathBuf::from(it.next().ok_or("--root needs a suite root")?);
+                Suite::open(&dir).check("bench: --root").map_err(|e| e.to_string())?;
+                o.root = Some(std::fs::canonicalize(&dir).map_err(|e| format!("bench: --root {}: {e}", dir.display()))?);
+            }
             "--only" => {
                 let list = it.next().ok_or("--only needs a list of sections")?;
                 for section in list.split(',').filter(|s| !s.is_empty()) {
@@ -171,6 +183,38 @@ impl DecodeLoop {
     }
 }
 
+/// The thinnest Rust loop over the same session: one plain `run` a step (the prompt, then one token), the present
+/// values fed back as the next step's past, the last row's argmax, nothing else (no IoBinding, no checks): the peer
+/// the suite's own loop is held to.
+pub struct OrtOnlyLoop {
+    decoder: std::sync::Arc<runtime::Decoder>,
+    prompt: Vec<i64>,
+    tokens: usize,
+}
+
+impl OrtOnlyLoop {
+    pub fn new(package: &Path, prompt: &[i64], tokens: usize, provider: Provider) -> Result<OrtOnlyLoop, String> {
+        let model = package_model(package).map_err(|e| e.to_string())?;
+        let decoder = runtime::decoder(&model, provider).map_err(|e| e.to_string())?;
+        Ok(OrtOnlyLoop { decoder, prompt: prompt.to_vec(), tokens })
+    }
+
+    /// One run: tokens/s, and the tokens it chose.
+    pub fn run(&self) -> Result<(f64, Vec<i64>), String> {
+        let t0 = Instant::now();
+        let mut cache = self.decoder.new_cache().map_err(|e| e.to_string())?;
+        let mut input = self.prompt.clone();
+        let mut ids = Vec::with_capacity(self.tokens);
+        for _ in 0..self.tokens {
+            let out = self.decoder.step(StepInput::Ids(input), &mut cache).map_err(|e| e.to_string())?;
+            let next = mobius_conformance::numeric::argmax(out.last()) as i64;
+            ids.push(next);
+            input = vec![next];
+        }
+        Ok((self.tokens as f64 / t0.elapsed().as_secs_f64(), ids))
+    }
+}
+
 pub fn suite_decode(package: &Path, prompt: &[i64], tokens: usize, repeats: usize, provider: Provider) -> Result<SuiteDecode, String> {
     let l = DecodeLoop::new(package, prompt, tokens, provider)?;
     let runs = (0..repeats).map(|_| l.run()).collect::<Result<Vec<_>, _>>()?;
@@ -212,7 +256,8 @@ fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> 
         let t0 = Instant::now();
         for loaded in &loaded {
             let (task, items) = (&loaded.0, &loaded.1);
-            eval::score(&decoder, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size).map_err(|e| e.to_string())?;
+            eval::score(std::slice::from_ref(&decoder), task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size, eval::Strategy::Cached)
+                .map_err(|e| e.to_string())?;
         }
         Ok(n as f64 / t0.elapsed().as_secs_f64())
     };
@@ -228,106 +273,287 @@ pub fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// A suite root with `copies` copies of every case of the repository (renamed `<case>-copyK`), with a copy of its
-/// fixtures, tasks and lm-eval data (links would leave the root, and the suite confines what it reads to it), its goldens and
-/// baselines copied under the new names.
-fn replicated_root(copies: usize) -> Result<PathBuf, String> {
-    let repo = workspace_root();
-    let root = mobius_conformance::run::bootstrap::target_dir().join("bench").join(format!("x{copies}"));
-    let _ = std::fs::remove_dir_all(&root);
-    let io = |e: std::io::Error| e.to_string();
-    // What the cases read besides themselves: packages and references, tasks, and the lm-eval task files and data.
-    for dir in ["fixtures", "cases/tasks", "tests/data/lmeval"] {
-        copy_tree(&repo.join(dir), &root.join(dir)).map_err(io)?;
-    }
-    std::fs::copy(repo.join("cases/tolerances.yaml"), root.join("cases/tolerances.yaml")).map_err(io)?;
-    let suite = Suite::open(&repo);
-    for case in suite.load_cases().into_iter().flatten() {
-        let text = std::fs::read_to_string(repo.join(&case.file)).map_err(io)?;
-        for k in 0..copies {
-            let name = format!("{}-copy{k}", case.name);
-            let dir = root.join("cases").join(&case.task_dir);
-            std::fs::create_dir_all(&dir).map_err(io)?;
-            std::fs::write(dir.join(format!("{name}.yaml")), &text).map_err(io)?;
-            let gdir = repo.join("goldens").join(&case.task_dir);
-            let gout = root.join("goldens").join(&case.task_dir);
-            std::fs::create_dir_all(&gout).map_err(io)?;
-            for e in std::fs::read_dir(&gdir).map_err(io)?.flatten() {
-                let f = e.file_name().to_string_lossy().into_owned();
-                if let Some(rest) = f.strip_prefix(&case.name)
-                    && (rest.starts_with('.') || rest.starts_with('_'))
-                {
-                    std::fs::copy(e.path(), gout.join(format!("{name}{rest}"))).map_err(io)?;
-                }
-            }
-            for task in &case.spec.accuracy {
-                let t = crate::baselines::task_name(task.file());
-                let from = suite.baseline_path(&t, &case.name);
-                let to = root.join("goldens/baselines").join(&t).join(format!("{name}.json"));
-                std::fs::create_dir_all(to.parent().unwrap()).map_err(io)?;
-                if from.is_file() {
-                    std::fs::copy(&from, &to).map_err(io)?;
-                }
-            }
-        }
-    }
-    Ok(root)
+/// The settings the bench's trials run under: CI's, so a golden, baseline or inputs file missing from the root fails
+/// instead of skipping, and no figure is taken over trials that did no work. A skip the case states itself (an L5
+/// under sampling, a model not downloaded) stays a skip, and is counted.
+fn bench_context() -> RunContext {
+    RunContext { ci: true, ..RunContext::local() }
 }
 
-/// A folder tree copied: its files and folders (links are left out; the fixtures have none).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if e.file_type()?.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if e.file_type()?.is_file() {
-            std::fs::copy(&src, &dst)?;
+/// The tiny tier of a suite, as these figures always measured; the real tier has its own section.
+fn tiny_plan(suite: &Suite) -> Vec<TrialSpec> {
+    suite.plan().into_iter().filter(|t| !t.is_built_elsewhere()).collect()
+}
+
+/// Makes `to` a suite root holding `copies` copies of every case file of `source` (`t.yaml` becomes `t-copy0.yaml`,
+/// `t-copy1.yaml`, ...), each with the goldens and baselines of `t` under its new name; everything else of `source`
+/// (fixtures, task files and their data, manifests, the tolerance policy) is mirrored as it is. Files are hard
+/// links where the file system allows, else copies: the suite confines what it reads to its root, so a symbolic link
+/// out of it would fail every trial; and no trial writes to a file it reads (goldens are replaced by rename,
+/// snapshots are not written under CI's settings).
+fn replicated_root(source: &Path, to: &Path, copies: usize) -> Result<(), String> {
+    fn io(what: &Path) -> impl Fn(std::io::Error) -> String + '_ {
+        move |e| format!("bench: scaling root: {}: {e}", what.display())
+    }
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    let (source, to) = (std::fs::canonicalize(source).map_err(io(source))?, std::fs::canonicalize(to).map_err(io(to))?);
+    let suite = Suite::open(&source);
+    let cases: Vec<PathBuf> = discovery::case_files(&source, &suite.cases_dir)
+        .into_iter()
+        .filter_map(|f| match f {
+            Found::File(p) => Some(p),
+            Found::Unreadable(..) => None,
+        })
+        .collect();
+    // Not the case files (copied below under their new names), the VCS and build folders, or the scratch root.
+    let keep = |p: &Path| {
+        let top = p.parent() == Some(source.as_path()) && p.file_name().is_some_and(|n| n == ".git" || n == "target");
+        !top && !to.starts_with(p) && !cases.iter().any(|c| c == p)
+    };
+    mirror(&source, &to, &keep).map_err(io(&source))?;
+    let inside = |p: &Path| to.join(p.strip_prefix(&source).unwrap_or(p));
+    for file in &cases {
+        let (Some(stem), Some(dir)) = (file.file_stem().and_then(|s| s.to_str()), file.parent()) else { continue };
+        let ext = file.extension().map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
+        let task_dir = dir.strip_prefix(&suite.cases_dir).unwrap_or(Path::new(""));
+        // The goldens of `t` (`t.json`, `t_generation.json`, `t.p2.json`, `t.int4.json`, ...) and its baselines.
+        let baselines = std::fs::read_dir(suite.goldens_dir.join("baselines")).into_iter().flatten().flatten().map(|e| e.path());
+        let golden_dirs: Vec<PathBuf> = std::iter::once(suite.goldens_dir.join(task_dir)).chain(baselines.filter(|p| p.is_dir())).collect();
+        for k in 0..copies {
+            let name = format!("{stem}-copy{k}");
+            link_or_copy(file, &inside(dir).join(format!("{name}{ext}"))).map_err(io(file))?;
+            for gdir in &golden_dirs {
+                for e in std::fs::read_dir(gdir).into_iter().flatten().flatten() {
+                    let f = e.file_name().to_string_lossy().into_owned();
+                    if let Some(rest) = f.strip_prefix(stem)
+                        && (rest.starts_with('.') || rest.starts_with('_'))
+                        && e.path().is_file()
+                    {
+                        let out = inside(gdir);
+                        std::fs::create_dir_all(&out).map_err(io(&out))?;
+                        link_or_copy(&e.path(), &out.join(format!("{name}{rest}"))).map_err(io(&e.path()))?;
+                    }
+                }
+            }
         }
     }
     Ok(())
 }
 
-/// A whole trial set timed: the wall time on `threads` workers and the time inside each engine.
+/// `from` mirrored into `to`: folders made, files hard-linked (copied across file systems), symbolic links made
+/// again as they read; what `keep` refuses is left out.
+fn mirror(from: &Path, to: &Path, keep: &dyn Fn(&Path) -> bool) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let kind = e.file_type()?;
+        if !keep(&src) {
+            continue;
+        } else if kind.is_dir() {
+            mirror(&src, &dst, keep)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            link_or_copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+}
+
+/// A whole trial set timed: the wall time on `threads` workers, the time inside each engine, and how every trial
+/// ended.
 struct Timed {
     wall: f64,
-    /// Inside the suite's own ONNX Runtime run calls.
-    ort: f64,
+    /// Inside the suite's ONNX Runtime run calls.
+    ort_runs: f64,
+    /// Inside ONNX Runtime making the suite's sessions.
+    ort_loads: f64,
     /// Inside onnxruntime-genai (its own ONNX Runtime sessions included).
     genai: f64,
     trials: usize,
+    counts: Counts,
     /// The trials that failed, by name: a figure measured on them measures nothing.
     failed: Vec<String>,
+    /// The trials that skipped, each with the first line of why: work the figure does not include.
+    skipped: Vec<(String, String)>,
+    /// The first failed trial's message, first lines: what a reader needs to start on the failures.
+    first_failure: Option<String>,
 }
 
 impl Timed {
-    /// The suite's own time: what the engines do not account for (summed over workers, so with one worker only).
+    fn engines(&self) -> f64 {
+        self.ort_runs + self.ort_loads + self.genai
+    }
+
+    /// The suite's own time: what the engines do not account for (the wall time is one worker's only with one
+    /// worker, so only then).
     fn suite_seconds(&self) -> f64 {
-        self.wall - self.ort - self.genai
+        self.wall - self.engines()
+    }
+
+    /// `N trials (P passed, X xfail, S skipped, F failed)`; passed counts the ambiguous and accepted passes too.
+    fn tally(&self) -> String {
+        let c = &self.counts;
+        format!(
+            "{} trials ({} passed, {} xfail, {} skipped, {} failed)",
+            self.trials,
+            c.pass + c.ambiguous + c.accepted,
+            c.xfail,
+            c.skip,
+            c.fail
+        )
+    }
+
+    /// Why no figure may be taken from this run, if none may: trials failed, or none did any work.
+    fn refusal(&self) -> Option<String> {
+        if !self.failed.is_empty() {
+            let names: Vec<&str> = self.failed.iter().take(5).map(String::as_str).collect();
+            let more = if self.failed.len() > 5 { format!(" and {} more", self.failed.len() - 5) } else { String::new() };
+            let first = self.first_failure.as_deref().map_or(String::new(), |m| format!("; the first says: {m}"));
+            return Some(format!("{} of {} trials failed ({}{more}){first}", self.failed.len(), self.trials, names.join(", ")));
+        }
+        (self.counts.skip == self.trials).then(|| format!("no trial ran ({})", self.tally()))
+    }
+
+    fn json(&self) -> Value {
+        let c = &self.counts;
+        json!({ "trials": self.trials, "passed": c.pass + c.ambiguous + c.accepted, "xfail": c.xfail, "skipped": c.skip,
+                "failed": self.failed })
     }
 }
 
 fn time_trials(root: &Path, threads: usize) -> Timed {
     let suite = Suite::open(root);
-    // The tiny tier, as these figures always measured; the real tier has its own section.
-    let plan: Vec<_> = suite.plan().into_iter().filter(|t| !t.is_built_elsewhere()).collect();
-    let (r0, g0) = (runtime::run_seconds(), mobius_conformance::run::genai::run_seconds());
+    let plan = tiny_plan(&suite);
+    let engines = || (runtime::run_seconds(), runtime::load_seconds(), genai::run_seconds());
+    let (r0, l0, g0) = engines();
     let t0 = Instant::now();
-    let done = trial::run_parallel(&suite, &plan, &RunContext::local(), threads, |_| {});
+    let done = trial::run_parallel(&suite, &plan, &bench_context(), threads, |_| {});
     let wall = t0.elapsed().as_secs_f64();
+    let (r1, l1, g1) = engines();
     let failed = done.iter().filter(|f| f.outcome.is_fail()).map(|f| f.name.clone()).collect();
-    let (ort, genai) = (runtime::run_seconds() - r0, mobius_conformance::run::genai::run_seconds() - g0);
-    Timed { wall, ort, genai, trials: plan.len(), failed }
+    let first_failure =
+        done.iter().find(|f| f.outcome.is_fail()).map(|f| f.outcome.message.lines().take(3).collect::<Vec<_>>().join(" / "));
+    let skipped = done
+        .iter()
+        .filter(|f| f.outcome.status == Status::Skip)
+        .map(|f| (f.name.clone(), f.outcome.message.lines().next().unwrap_or_default().to_string()))
+        .collect();
+    let counts = Counts::of(&done);
+    Timed { wall, ort_runs: r1 - r0, ort_loads: l1 - l0, genai: g1 - g0, trials: plan.len(), counts, failed, skipped, first_failure }
 }
 
-/// A section whose trials failed reports them and no figure.
-fn failed_section(section: &str, t: &Timed, table: &mut Vec<String>) -> String {
-    let names: Vec<&str> = t.failed.iter().take(5).map(String::as_str).collect();
-    let more = if t.failed.len() > 5 { format!(" and {} more", t.failed.len() - 5) } else { String::new() };
-    let msg = format!("{section}: {} of {} trials failed ({}{more}): no figure", t.failed.len(), t.trials, names.join(", "));
-    table.push(msg.clone());
-    msg
+/// Suite overhead: the root's whole tiny tier on one worker, sessions warm (a first run makes them), its wall time
+/// split between the engines and the suite's own code.
+fn overhead_section(source: &Path, table: &mut Vec<String>, failures: &mut Vec<String>) -> (Value, Option<f64>) {
+    let warm = time_trials(source, 1);
+    // A first run that failed is the answer: timing the same failures again would add nothing.
+    let t = if warm.refusal().is_none() { time_trials(source, 1) } else { warm };
+    let why = t.refusal().or_else(|| (t.engines() <= 0.0).then(|| format!("no time inside any engine ({})", t.tally())));
+    table.push(String::new());
+    if let Some(why) = why {
+        table.push(format!("suite overhead: {}: {why}: no figure", shown(source)));
+        failures.push(format!("overhead: {why}"));
+        let mut v = t.json();
+        v["refused"] = json!(why);
+        return (v, None);
+    }
+    let (own, engines) = (t.suite_seconds(), t.engines());
+    let r = ratio(own, engines);
+    let share = |s: f64| format!("{s:.3}s ({:.1}%)", 100.0 * s / t.wall);
+    table.push(format!("suite overhead: {}, 1 worker, sessions warm: wall {:.3}s", t.tally(), t.wall));
+    table.push(format!(
+        "  = ONNX Runtime run calls {} + ONNX Runtime session loads {} + onnxruntime-genai {} + the suite's own {}",
+        share(t.ort_runs),
+        share(t.ort_loads),
+        share(t.genai),
+        share(own)
+    ));
+    table.push(format!("  overhead_ratio = {OVERHEAD_DEFINITION} = {own:.3} / {engines:.3} = {r:.3}"));
+    let mut v = t.json();
+    for (k, x) in [
+        ("wall_seconds", t.wall),
+        ("ort_run_seconds", t.ort_runs),
+        ("ort_load_seconds", t.ort_loads),
+        ("genai_seconds", t.genai),
+        ("suite_seconds", own),
+        ("overhead_ratio", r),
+    ] {
+        v[k] = json!(x);
+    }
+    v["overhead_definition"] = json!(OVERHEAD_DEFINITION);
+    v["skipped_trials"] = t.skipped.iter().map(|(name, why)| json!({ "trial": name, "why": why })).collect();
+    (v, Some(r))
+}
+
+/// What `overhead_ratio` divides: 0 would be a suite costing nothing beyond the engines it drives.
+const OVERHEAD_DEFINITION: &str = "the suite's own s / (ONNX Runtime run calls + ONNX Runtime session loads + onnxruntime-genai) s";
+
+/// Scaling: 1x, 2x and 4x copies of the root's cases on every core, sessions shared within a size as in a run (each
+/// size's root is new, so its sessions are made in its time). A size whose trials fail, whose plan is not its copies
+/// of the root's trials, or whose skips do not scale with it (a copy that lost a file) gets no figure; ratios are
+/// taken against a passing 1x only.
+fn scaling_section(source: &Path, cores: usize, table: &mut Vec<String>, failures: &mut Vec<String>) -> Result<Vec<Value>, String> {
+    let planned = tiny_plan(&Suite::open(source)).len();
+    let scratch = mobius_conformance::run::bootstrap::target_dir().join("bench").join(format!("scaling-{}", std::process::id()));
+    table.push(String::new());
+    table.push(format!(
+        "| scaling ({cores} workers, sessions made per size) | trials | passed | xfail | skipped | failed | wall s | vs 1x |"
+    ));
+    table.push("|---|---|---|---|---|---|---|---|".into());
+    let (mut rows, mut notes) = (Vec::new(), Vec::new());
+    let mut base: Option<(f64, usize)> = None;
+    for copies in [1usize, 2, 4] {
+        let root = scratch.join(format!("x{copies}"));
+        let made = replicated_root(source, &root, copies);
+        let t = made.map(|()| time_trials(&root, cores));
+        let _ = std::fs::remove_dir_all(&root);
+        let t = t?;
+        let why = t.refusal().or_else(|| {
+            if t.trials != copies * planned {
+                Some(format!("{} trials planned, not {copies} x the root's {planned}: the copy is not the cases", t.trials))
+            } else {
+                base.filter(|&(_, skip)| t.counts.skip != copies * skip).map(|(_, skip)| {
+                    format!("{} trials skipped, not {copies} x the 1x's {skip}: the copy lost what they read", t.counts.skip)
+                })
+            }
+        });
+        let c = &t.counts;
+        let cells = format!("| {copies}x | {} | {} | {} | {} | {} |", t.trials, c.pass + c.ambiguous + c.accepted, c.xfail, c.skip, c.fail);
+        let mut v = t.json();
+        v["copies"] = json!(copies);
+        match why {
+            Some(why) => {
+                table.push(format!("{cells} - (no figure) | - |"));
+                notes.push(format!("scaling {copies}x: {why}: no figure"));
+                failures.push(format!("scaling {copies}x: {why}"));
+                v["refused"] = json!(why);
+            }
+            None => {
+                if copies == 1 {
+                    base = Some((t.wall, c.skip));
+                }
+                let vs = base.map(|(b, _)| t.wall / b);
+                table.push(format!("{cells} {:.3} | {} |", t.wall, vs.map_or("-".into(), |v| format!("{v:.2}x"))));
+                v["wall_seconds"] = json!(t.wall);
+                v["vs_1x"] = json!(vs);
+                // Summed over the workers, so not parts of the wall time.
+                v["ort_run_seconds"] = json!(t.ort_runs);
+                v["ort_load_seconds"] = json!(t.ort_loads);
+                v["genai_seconds"] = json!(t.genai);
+            }
+        }
+        rows.push(v);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    table.append(&mut notes);
+    Ok(rows)
 }
 
 /// Median, min and max of the finite figures.
@@ -422,7 +648,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
         o.tokens, o.pairs
     ));
     table.push("|---|---|---|---|---|---|---|---|---|---|".into());
-    let mut decode = Vec::new();
+    let (mut decode, mut notes) = (Vec::new(), Vec::new());
     for m in MODELS {
         for f in FLAVOURS {
             let pkg = package(m, f);
@@ -460,6 +686,18 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
                 rows.push(row);
             }
             let col = |i: usize| finite_stats(rows.iter().map(|r| r[i]));
+            // The binding stops at EOS (it sets no min_length, as the genai level wants): a shorter run is other
+            // work than the others' `tokens` steps, so it gets no figure.
+            let binding = if genai_rs_ids.len() == o.tokens {
+                col(5)
+            } else {
+                notes.push(format!(
+                    "decode: {m} {f}: onnxruntime-genai through the suite's binding stopped at EOS after {} of {} tokens: no figure",
+                    genai_rs_ids.len(),
+                    o.tokens
+                ));
+                None
+            };
             let paired = |f: &dyn Fn(&[f64; 6]) -> f64| finite_stats(rows.iter().map(f));
             // genai's peer figure is its better setting in the pair: one thread or the package's own.
             let vs_genai = paired(&|r| ratio(r[0], r[2].max(r[3])));
@@ -488,7 +726,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
                 cell(col(2)),
                 cell(col(3)),
                 cell(col(4)),
-                cell(col(5)),
+                cell(binding),
                 r(vs_genai),
                 r(ceiling),
                 r(vs_ort)
@@ -497,7 +735,8 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
             decode.push(json!({
                 "model": m, "flavour": f, "pairs": o.pairs,
                 "suite": j(col(0)), "suite_inside_ort_runs": j(col(1)),
-                "genai": j(col(2)), "genai_package_settings": j(col(3)), "python_ort": j(col(4)), "genai_suite_binding": j(col(5)),
+                "genai": j(col(2)), "genai_package_settings": j(col(3)), "python_ort": j(col(4)), "genai_suite_binding": j(binding),
+                "genai_suite_binding_tokens": genai_rs_ids.len(),
                 "decode_vs_genai": j(vs_genai), "decode_ceiling_vs_genai": j(ceiling), "decode_vs_python_ort": j(vs_ort),
                 "same_ids_until_eos": {
                     "genai": same("genai"), "python_ort": same("ort"),
@@ -507,6 +746,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
             }));
         }
     }
+    table.append(&mut notes);
     Ok(decode)
 }
 
@@ -540,10 +780,10 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
     }
     table.push(String::new());
     table.push(format!(
-        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | vs genai | vs python ort |",
+        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | ort-only rust | vs genai | vs python ort | vs ort-only rust |",
         o.tokens
     ));
-    table.push("|---|---|---|---|---|---|---|---|---|---|---|".into());
+    table.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|".into());
     let mut out = Vec::new();
     for rel in packages {
         let pkg = root.join(rel);
@@ -566,14 +806,21 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         let prompt = synthetic(32, vocab, bos);
         let prompt_arg = prompt.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
         let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
+        let thin = OrtOnlyLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
         let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
-        let mut rows: Vec<[f64; 3]> = Vec::new();
+        let mut rows: Vec<[f64; 4]> = Vec::new();
         for pair in 0..o.pairs.min(5) {
-            let mut row = [f64::NAN; 3];
+            let mut row = [f64::NAN; 4];
             if pair % 2 == 0 {
                 settle();
                 row[0] = suite.run()?.0;
             }
+            settle();
+            let (rate, ids) = thin.run()?;
+            if ids != suite.ids {
+                return Err(format!("{rel}: the ORT-only loop chose other tokens than the suite's loop: no figure"));
+            }
+            row[3] = rate;
             if let Some(py) = py.as_mut() {
                 settle();
                 row[1] = py.run("genai", o.tokens)?;
@@ -592,24 +839,97 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         let cell = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.1}", s.median));
         let r2 = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max));
         table.push(format!(
-            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
             pre[0].median * 1e3,
             pre[1].median * 1e3,
             cell(col(0)),
             cell(col(1)),
             cell(col(2)),
+            cell(col(3)),
             r2(vs(1)),
-            r2(vs(2))
+            r2(vs(2)),
+            r2(vs(3))
         ));
         let j = |s: Option<Stats>| s.map(|s| s.json());
         out.push(json!({
             "package": rel, "size_mb": size, "load_seconds": load, "rss_added_mb": added,
             "prefill_seconds": { "64": pre[0].json(), "600": pre[1].json() },
             "decode_tokens": o.tokens, "suite": j(col(0)), "genai": j(col(1)), "python_ort": j(col(2)),
-            "decode_vs_genai": j(vs(1)), "decode_vs_python_ort": j(vs(2)), "peak_rss_mb_so_far": peak_rss_mb(),
+            "decode_vs_genai": j(vs(1)), "decode_vs_python_ort": j(vs(2)), "ort_only_rust": j(col(3)),
+            "decode_vs_ort_only_rust": j(vs(3)), "peak_rss_mb_so_far": peak_rss_mb(),
         }));
     }
     table.push(format!("peak resident memory after the real tier: {:.0} MB", peak_rss_mb()));
+    Ok(out)
+}
+
+/// The real accuracy gate (`cases/tasks/knowledge.yaml`, 300 items x 4 choices) on each model's f32 package, three
+/// ways, in one run: lm-eval's own requests (context + continuation per choice, one session), the context once and
+/// the continuations from its cache (one session), and the trial's scoring (that, with the items shared out to one
+/// session per core). Every way must give the same picks; the ratios are against the uncached scoring.
+fn gate_real(root: &Path, table: &mut Vec<String>) -> Result<Vec<Value>, String> {
+    use mobius_conformance::accuracy::eval::Strategy;
+    if !root.join("gemma3-270m/onnx/default-f32").is_dir() {
+        table.push("real gate: the real tier is not built (`cargo xtask real`): skipped".into());
+        return Ok(Vec::new());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    table.push(String::new());
+    table.push(format!(
+        "| real gate (knowledge, 300 items) | uncached s (lm-eval's requests, 1 session) | cached s (1 session) | cached s ({cores} sessions: the trial) | cached vs uncached | trial vs uncached |"
+    ));
+    table.push("|---|---|---|---|---|---|".into());
+    let mut out = Vec::new();
+    for model in ["gemma3-270m", "smollm2-135m"] {
+        let pkg = root.join(model).join("onnx/default-f32");
+        let tok = TextTokenizer::load(&root.join(model).join("hf")).map_err(|e| e.to_string())?;
+        let cfg = GenaiConfig::load(&pkg).map_err(|e| e.to_string())?;
+        let model_file = package_model(&pkg).map_err(|e| e.to_string())?;
+        let loaded = task::load_items(&workspace_root(), "cases/tasks/knowledge.yaml", &tok, false).map_err(|e| e.to_string())?;
+        let (task, items) = (&loaded.0, &loaded.1);
+        let mut decoders = vec![runtime::decoder(&model_file, Provider::Cpu).map_err(|e| e.to_string())?];
+        for _ in 1..cores {
+            decoders.push(runtime::decoder_replica(&model_file, Provider::Cpu).map_err(|e| e.to_string())?);
+        }
+        let time = |d: &[std::sync::Arc<runtime::Decoder>], s: Strategy| -> Result<(f64, Vec<Option<usize>>), String> {
+            settle();
+            let t0 = Instant::now();
+            let scored = eval::score(d, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size, s).map_err(|e| e.to_string())?;
+            let seconds = t0.elapsed().as_secs_f64();
+            if scored.stopped.is_some() || scored.scored.len() != items.len() {
+                return Err(format!("{model}: the gate stopped before its last item"));
+            }
+            let picks = scored
+                .scored
+                .iter()
+                .map(|s| match s {
+                    mobius_conformance::accuracy::scoring::Scored::Choices(c) => {
+                        Some(mobius_conformance::accuracy::scoring::first_argmax(c))
+                    }
+                    _ => None,
+                })
+                .collect();
+            Ok((seconds, picks))
+        };
+        let (uncached, picks_u) = time(&decoders[..1], Strategy::Uncached)?;
+        let (cached, picks_c) = time(&decoders[..1], Strategy::Cached)?;
+        let (trial, picks_t) = time(&decoders, Strategy::Cached)?;
+        let differ =
+            picks_u.iter().zip(&picks_c).filter(|(a, b)| a != b).count() + picks_c.iter().zip(&picks_t).filter(|(a, b)| a != b).count();
+        if differ > 0 {
+            return Err(format!("{model}: the three scorings pick differently on {differ} item(s): no figure"));
+        }
+        table.push(format!(
+            "| {model}/default-f32 | {uncached:.1} | {cached:.1} | {trial:.1} | {:.2}x | {:.2}x |",
+            uncached / cached,
+            uncached / trial
+        ));
+        out.push(json!({
+            "gate": format!("knowledge/{model}/default/f32"), "items": items.len(), "sessions": cores,
+            "uncached_seconds": uncached, "cached_seconds": cached, "trial_seconds": trial,
+            "cached_speedup": uncached / cached, "trial_speedup": uncached / trial,
+        }));
+    }
     Ok(out)
 }
 
@@ -1113,69 +1433,27 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         );
     }
 
-    // Suite overhead: the whole default trial set on one worker, wall time against the time inside each engine.
+    // Suite overhead, and scaling with the number of cases: the trials of `--root` (this repository by default).
     let mut overhead = None;
     let mut failures = Vec::new();
+    let source = o.root.clone().unwrap_or_else(workspace_root);
     if o.runs("overhead") {
-        let repo = workspace_root();
-        let _warm = time_trials(&repo, 1);
-        let t = time_trials(&repo, 1);
-        if t.failed.is_empty() {
-            let engines = t.ort + t.genai;
-            let r = ratio(t.wall, engines);
-            overhead = Some(r);
-            table.push(format!(
-                "suite overhead: {} trials (0 failed) on 1 worker, sessions warm: wall {:.3}s = ONNX Runtime {:.3}s + onnxruntime-genai \
-                 {:.3}s + the suite's own {:.3}s; overhead_ratio (wall / engines) {r:.3}",
-                t.trials,
-                t.wall,
-                t.ort,
-                t.genai,
-                t.suite_seconds()
-            ));
-            report.insert(
-                "overhead".into(),
-                json!({ "trials": t.trials, "wall_seconds": t.wall, "ort_run_seconds": t.ort, "genai_seconds": t.genai,
-                        "suite_seconds": t.suite_seconds(), "overhead_ratio": r }),
-            );
-        } else {
-            failures.push(failed_section("suite overhead", &t, &mut table));
-            report.insert("overhead".into(), json!({ "trials": t.trials, "failed": t.failed }));
-        }
+        let (v, r) = overhead_section(&source, &mut table, &mut failures);
+        overhead = r;
+        report.insert("overhead".into(), v);
     }
-
-    // Scaling: 1x, 2x and 4x copies of the case set, all cores, cold process state per size except sessions.
     if o.runs("scaling") {
-        let mut scaling = Vec::new();
-        let mut base = None;
-        for copies in [1usize, 2, 4] {
-            let root = replicated_root(copies)?;
-            let t = time_trials(&root, cores);
-            let _ = std::fs::remove_dir_all(&root);
-            if !t.failed.is_empty() {
-                failures.push(failed_section(&format!("scaling {copies}x"), &t, &mut table));
-                scaling.push(json!({ "copies": copies, "trials": t.trials, "failed": t.failed }));
-                continue;
-            }
-            if copies == 1 {
-                base = Some(t.wall);
-            }
-            // Against the 1x time only: a failed 1x leaves the ratios out.
-            let vs = base.map(|b| t.wall / b);
-            scaling.push(json!({ "copies": copies, "trials": t.trials, "failed": 0, "wall_seconds": t.wall, "vs_1x": vs }));
-            table.push(format!(
-                "scaling: {copies}x the cases = {} trials (0 failed) in {:.3}s on {cores} workers ({} the 1x time)",
-                t.trials,
-                t.wall,
-                vs.map_or("-".into(), |v| format!("{v:.2}x"))
-            ));
-        }
+        let scaling = scaling_section(&source, cores, &mut table, &mut failures)?;
         report.insert("scaling".into(), Value::Array(scaling));
     }
 
     if o.runs("real") {
         let real = real_section(&o, &mut table)?;
         report.insert("real".into(), Value::Array(real));
+    }
+    if o.runs("gate-real") {
+        let gate = gate_real(&crate::real::link(), &mut table)?;
+        report.insert("gate_real".into(), Value::Array(gate));
     }
 
     // Speech-to-text: Whisper's real-time factor through the suite vs Hugging Face's generate().
@@ -1224,7 +1502,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         println!("\nwrote {}", path.display());
     }
     if !failures.is_empty() {
-        return Err(format!("bench: trials failed, so these sections report no figure: {}", failures.join("; ")));
+        return Err(format!("bench: these sections report no figure: {}", failures.join("; ")));
     }
     Ok(())
 }

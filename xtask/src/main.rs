@@ -7,6 +7,7 @@
 mod baselines;
 mod bench;
 mod ci;
+mod dist_goldens;
 mod gpu;
 mod media_baselines;
 mod mutants;
@@ -106,16 +107,20 @@ const TASKS: &[(&str, &str)] = &[
     (
         "bench",
         "\
-  bench [--json FILE] [--repeats N] [--pairs N] [--tokens N] [--skip-python] [--only SECTION,...]
+  bench [--json FILE] [--repeats N] [--pairs N] [--tokens N] [--skip-python] [--only SECTION,...] [--root DIR]
       Measure the suite against the tools people use, in one run on the same packages: decode tokens/s of the
       suite's greedy loop vs onnxruntime-genai 0.18 and a plain Python onnxruntime loop, in N interleaved pairs
       (default 15), with the ceiling any loop over the same session could reach; prefill latency vs Python
       onnxruntime; the accuracy gate's items/s vs lm-eval 0.4.13; the suite's overhead over ONNX Runtime's own
       run time; wall time at 1x, 2x and 4x the cases; peak memory and the session cache's use. Medians with
       min and max. Sections: decode, prefill, gate, overhead, scaling, real (the real tier at real size: load
-      time, memory added vs package size, prefill at 64 and 600 tokens, decode vs genai and python ort), speech
+      time, memory added vs package size, prefill at 64 and 600 tokens, decode vs genai and python ort),
+      gate-real (the real knowledge gate on each model's f32 package: lm-eval's uncached requests vs the cached
+      scoring on one session and on one session per core, the trial's; the same picks or no figure), speech
       (Whisper's real-time factor, encoder + greedy decoding on one thread, the suite vs transformers' generate()
       on the same stored features, per clip of the fixture and the real tier's tiny.en and base; genai's refusal).
+      --root DIR runs the overhead and scaling sections on another suite root. A section whose trials fail, or
+      whose work is not what it claims, prints why and no figure, and the bench exits non-zero.
 ",
     ),
     (

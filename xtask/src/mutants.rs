@@ -873,7 +873,8 @@ fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Var
             mirror(r, root, &baseline)?;
             mirror(r, root, &mobius_conformance::accuracy::media_gate::inputs_path(&baseline))?;
         }
-        let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten();
+        let corpus = case.spec.distribution.as_ref().map(|d| &d.corpus);
+        let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten().chain(corpus);
         let media = case.spec.inputs.images.iter().chain(&case.spec.inputs.audio);
         for p in named.chain(media) {
             if let Ok(Location::Local(p)) = Location::parse(r, p) {
@@ -1009,7 +1010,26 @@ fn measured(f: &Finished) -> Option<String> {
             });
             Some(format!("{kept}/{total} tokens kept{}{}", step.unwrap_or_default(), logits.unwrap_or_default()))
         }
+        Level::Dist => match judgement? {
+            Judgement::Dist(r) => Some(format!(
+                "dist score {:.3} (mean KLD {:.3e}, 99.0% {:.3e}, same top {:.2}%, deviation {:.2e})",
+                r.mean_score.max(r.p99_score).max(r.deviation_score.unwrap_or(0.0)),
+                r.stats.kld.value,
+                r.stats.p99_kld(),
+                100.0 * r.stats.same_top.value,
+                r.deviation
+            )),
+            _ => None,
+        },
         _ => o.max_abs_diff.map(|d| format!("max |feature diff| {d:.3e}")),
+    }
+}
+
+/// The distribution level's own statistic: the larger of its two KL statistics over its limit (at most 1 passes).
+fn dist_score(o: &Outcome) -> Option<f64> {
+    match o.judgement.as_ref()? {
+        Judgement::Dist(r) => Some(r.mean_score.max(r.p99_score).max(r.deviation_score.unwrap_or(0.0))),
+        _ => None,
     }
 }
 
@@ -1020,10 +1040,16 @@ fn noise_score(o: &Outcome) -> Option<f64> {
 
 /// Per model and dtype: the smallest noise score a mutant's L4 trial measured over the largest a clean L4 trial
 /// measured (both the policy's own statistic). `model_of` maps a case name to its model.
-fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) -> String) -> String {
+fn separation(
+    runs: &[MutantRun],
+    clean: &[Finished],
+    model_of: &dyn Fn(&str) -> String,
+    level: Level,
+    noise_score: fn(&Outcome) -> Option<f64>,
+) -> String {
     let key = |name: &str| -> Option<(String, String)> {
         match TrialId::parse(name)? {
-            TrialId::Conformance { case, dtype, level: Level::L4, .. } => Some((model_of(&case), dtype.to_string())),
+            TrialId::Conformance { case, dtype, level: l, .. } if l == level => Some((model_of(&case), dtype.to_string())),
             _ => None,
         }
     };
@@ -1037,7 +1063,8 @@ fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) ->
             }
         }
     }
-    // A mutant's L4 score counts where L4 caught it: a decode-only bug leaves the prefill exact by design (L5 judges it).
+    // A mutant's score counts where its level caught it: a decode-only bug leaves the prefill exact by design (L5
+    // judges it).
     for r in runs {
         for f in r.rows.iter().filter(|f| f.outcome.is_fail()) {
             if let (Some(k), Some(sc)) = (key(&f.name), noise_score(&f.outcome)) {
@@ -1137,7 +1164,9 @@ fn short(case: &str, name: &str) -> String {
 }
 
 fn table(runs: &[MutantRun]) -> String {
-    let mut s = String::from("| mutant | bug | patched | trials failed | caught by | measured diff |\n|---|---|---|---|---|---|\n");
+    let mut s = String::from(
+        "| mutant | bug | patched | trials failed | caught by | measured diff | dist (score, verdict) |\n|---|---|---|---|---|---|---|\n",
+    );
     for c in runs {
         let m = c.mutant;
         let patched = match &c.patched {
@@ -1149,13 +1178,23 @@ fn table(runs: &[MutantRun]) -> String {
         let failed = format!("{}/{}: {}", failed.len(), c.rows.len(), if failed.is_empty() { "none".into() } else { failed.join(", ") });
         let (by, diff) =
             c.caught_by().map_or(("**none**".to_string(), "-".to_string()), |r| (format!("`{}`", r.name), measured(r).unwrap_or_default()));
+        // The distribution level on the mutated variant: its score (over its limit) and verdict, or `-` where the case
+        // has no distribution golden.
+        let dist = c
+            .rows
+            .iter()
+            .filter(|r| TrialId::parse(&r.name).and_then(|id| id.level()) == Some(Level::Dist))
+            .map(|r| format!("{} {}", dist_score(&r.outcome).map_or("-".into(), |x| format!("{x:.2}")), r.outcome.status.name()))
+            .collect::<Vec<_>>()
+            .join(", ");
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {by} | {diff} |",
+            "| {} | {} | {} | {} | {by} | {diff} | {} |",
             m.name,
             m.bug,
             patched.replace('|', "\\|"),
             failed.replace('|', "\\|"),
+            if dist.is_empty() { "-".to_string() } else { dist },
             diff = diff.replace('|', "\\|")
         );
     }
@@ -1282,8 +1321,10 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
 
     println!("\n{}", table(&runs));
     let model_of = |name: &str| cases.get(name).and_then(|c| c.as_ref().ok()).map_or(name.to_string(), |c| c.spec.model_id.clone());
-    let separation_table = separation(&runs, &clean, &model_of);
+    let separation_table = separation(&runs, &clean, &model_of, Level::L4, noise_score);
     println!("separation (noise score: the tolerance policy's statistic, <= 1 passes):\n{separation_table}");
+    let dist_separation = separation(&runs, &clean, &model_of, Level::Dist, dist_score);
+    println!("dist separation (dist score: its larger KL statistic over its limit, <= 1 passes):\n{dist_separation}");
     let clean_failed: Vec<&Finished> = clean.iter().filter(|r| r.outcome.is_fail()).collect();
     println!(
         "clean ({}): {} trials in {clean_seconds:.1}s: {}",
@@ -1319,6 +1360,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
                 "trials": clean.iter().map(trial_json).collect::<Vec<_>>(),
             },
             "separation": separation_table,
+            "dist_separation": dist_separation,
             "problems": problems,
             "ok": problems.is_empty(),
         });

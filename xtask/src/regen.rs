@@ -212,8 +212,12 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 o.case_glob = Some(glob::Pattern::new(g).map_err(|e| format!("--case {g:?}: {e}"))?);
             }
             "--level" => {
-                let l = it.next().ok_or("--level needs L4 or L5")?;
-                o.level = Some(Level::parse(l).ok_or_else(|| format!("--level {l:?}: expected L4 or L5"))?);
+                let l = it.next().ok_or("--level needs L4, L5 or dist")?;
+                o.level = Some(
+                    Level::parse(l)
+                        .filter(|l| matches!(l, Level::L4 | Level::L5 | Level::Dist))
+                        .ok_or_else(|| format!("--level {l:?}: expected L4, L5 or dist"))?,
+                );
             }
             "--force" => o.force = true,
             "--dry-run" => o.dry_run = true,
@@ -395,6 +399,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     let mut failures = 0;
     let mut matched = 0;
     let mut jobs = Vec::new();
+    let mut dist_jobs = Vec::new();
     for loaded in suite.load_cases() {
         let case = match loaded {
             Ok(c) => c,
@@ -425,6 +430,18 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         let int4 = case.variants(&root).iter().any(|v| v.dtype == Dtype::Int4);
         let parity = |m: Modality| m == Modality::Text || case.is_speech_to_text();
         let dtypes = |m: Modality| if int4 && parity(m) { vec![Dtype::F32, Dtype::Int4] } else { vec![Dtype::F32] };
+        if opts.level.is_none_or(|l| l == Level::Dist) {
+            match crate::dist_goldens::plan(&suite, &case, opts.from_raw.as_deref().unwrap_or(&work)) {
+                Ok(j) => dist_jobs.extend(j),
+                Err(e) => {
+                    println!("ERROR      {}: {e}", case.file);
+                    failures += 1;
+                }
+            }
+        }
+        if opts.level == Some(Level::Dist) {
+            continue;
+        }
         for modality in case.modalities() {
             for dtype in dtypes(modality) {
                 match plan_job(&suite, &case, modality, dtype, opts.from_raw.as_deref().unwrap_or(&work)) {
@@ -476,7 +493,8 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
             .iter()
             .map(|(_, j)| &j.case)
             .chain(baseline_jobs.iter().map(|(_, b)| b.case()))
-            .chain(media_jobs.iter().map(|(_, b)| b.case()));
+            .chain(media_jobs.iter().map(|(_, b)| b.case()))
+            .chain(dist_jobs.iter().map(|(_, d)| &d.case));
         derive_missing(cases.filter_map(|c| c.reference_dir(&root)))?;
     }
     if !baseline_jobs.is_empty() && opts.from_raw.is_none() {
@@ -500,7 +518,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
         match written {
             Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
             Err(e) => {
-                println!("ERROR      baseline {}: {e}", relative(&root, out));
+                println!("ERROR      {}: {e}", relative(&root, out));
                 failures += 1;
             }
         }
@@ -519,6 +537,21 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
             Ok(lines)
         });
         finish(written, job.out_path(), job.raw_path());
+    }
+    if !dist_jobs.is_empty() && opts.from_raw.is_none() {
+        let spec = serde_json::json!({ "jobs": dist_jobs.iter().map(|(j, _)| j).collect::<Vec<_>>() });
+        let spec_path = work.join("dist.json");
+        std::fs::write(&spec_path, serde_json::to_vec_pretty(&spec).unwrap()).map_err(|e| format!("{}: {e}", spec_path.display()))?;
+        run_reference("dist", &[spec_path.into_os_string()])?;
+    }
+    for (_, job) in &dist_jobs {
+        if let Some(from) = opts.from_raw.as_ref().filter(|_| !job.raw.is_file()) {
+            // Raw outputs kept before the case had a distribution golden: nothing to make it from here.
+            println!("SKIPPED    {} (--from-raw {} holds no raw output for it)", relative(&root, &job.out), from.display());
+            continue;
+        }
+        let written = crate::dist_goldens::write(&suite, job, opts.force, opts.dry_run, &mut tally);
+        finish(written, &job.out, &job.raw);
     }
     for (_, job) in &baseline_jobs {
         let written = crate::baselines::derive(&suite, job).and_then(|(_, bytes, line)| {
@@ -790,7 +823,7 @@ fn write_case_goldens(
                 }
             }
             Level::L5 => targets.push((Kind::Generation, paths.generation.clone(), files.generation.clone())),
-            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::AccuracyGenai | Level::Genai => {}
+            Level::VisionEncoder | Level::AudioEncoder | Level::Accuracy | Level::AccuracyGenai | Level::Genai | Level::Dist => {}
         }
     }
     // The noise the reference measured for this stream, as its stored L4 golden records it (else as this run did).
@@ -832,6 +865,34 @@ fn write_case_goldens(
     Ok((lines, considered))
 }
 
+/// Writes (or not) one golden file given how it compares with the stored one (`diff`, `None` when there is none):
+/// UNCHANGED when equal or within noise, SKIPPED when it differs more without `force`, else SAVED (atomically;
+/// not written on a dry run). `(force, dry_run)` as the options give them; counts the outcome under `kind`.
+pub fn write_one(
+    out: &Path,
+    shown: &str,
+    bytes: &[u8],
+    diff: Option<compare::Diff>,
+    (force, dry_run): (bool, bool),
+    kind: Kind,
+    tally: &mut Tally,
+) -> Result<String, String> {
+    let (line, outcome) = match diff {
+        Some(compare::Diff::Same) => (format!("UNCHANGED  {shown}"), Outcome::Unchanged),
+        Some(d @ compare::Diff::NoiseOnly { .. }) if !force => (format!("UNCHANGED  {shown} ({d})"), Outcome::NoiseOnly),
+        Some(d @ compare::Diff::Changed { .. }) if !force => {
+            (format!("SKIPPED    {shown} (differs from the reference now, at {d}; pass --force to overwrite)"), Outcome::Changed)
+        }
+        _ if dry_run => (format!("SAVED      {shown} (dry run: not written)"), Outcome::Saved),
+        _ => {
+            golden::write_atomic(out, bytes).map_err(|e| e.to_string())?;
+            (format!("SAVED      {shown}"), Outcome::Saved)
+        }
+    };
+    tally.add(kind, outcome);
+    Ok(line)
+}
+
 /// What a golden file holds, for comparing it within noise and for the counts a run prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -841,6 +902,7 @@ pub enum Kind {
     Inputs,
     Features,
     Baseline,
+    Dist,
 }
 
 impl Kind {
@@ -852,6 +914,7 @@ impl Kind {
             Kind::Inputs => "processed media inputs",
             Kind::Features => "encoder features",
             Kind::Baseline => "accuracy baselines",
+            Kind::Dist => "dist top-k log-probabilities",
         }
     }
 
@@ -865,6 +928,7 @@ impl Kind {
             Kind::Sidecar | Kind::Features => compare::safetensors(old, new, bounds.last),
             Kind::Inputs => compare::safetensors(old, new, None),
             Kind::Baseline => compare::json(old, new, &|_| None),
+            Kind::Dist => compare::safetensors(old, new, Some(1e-5)),
         }
     }
 }

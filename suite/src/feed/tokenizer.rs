@@ -43,6 +43,17 @@ impl TextTokenizer {
         Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
     }
 
+    /// Token ids with no special token (Hugging Face's `tokenizer(text, add_special_tokens=False)`).
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<i64>> {
+        let enc = self.inner.encode(text, false).map_err(|e| Error::new(format!("{}: encoding a text: {e}", self.path.display())))?;
+        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+    }
+
+    /// The id the tokenizer puts before a text (its BOS), if it puts one: the first id of `tokenizer("")`.
+    pub fn bos(&self) -> Result<Option<i64>> {
+        Ok(self.encode("")?.first().copied())
+    }
+
     /// Token ids as lm-eval's `hf` model encodes a request: with the special tokens, unless the text already starts
     /// with the prefix (BOS) token's text, which would otherwise be doubled.
     pub fn encode_request(&self, text: &str) -> Result<Vec<i64>> {

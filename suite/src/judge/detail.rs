@@ -20,6 +20,8 @@ pub enum Detail {
     Component(Component),
     Accuracy(Accuracy),
     Media(Box<MediaGate>),
+    /// The distribution level's statistics and its per-position KL.
+    Dist(Box<crate::judge::dist::DistReport>),
 }
 
 /// A series reduced to at most [`MAX_POINTS`] points: `values[i]` is the maximum over elements

@@ -46,6 +46,18 @@ fn builtin_table() -> &'static BTreeMap<(Level, Dtype), Tolerance> {
     TABLE_PARSED.get_or_init(|| complete_table("cases/tolerances.yaml", TABLE).unwrap_or_else(|e| panic!("the built-in policy: {e}")))
 }
 
+/// The built-in table's `dist:` entries, one per dtype.
+fn builtin_dist() -> &'static BTreeMap<Dtype, crate::judge::dist::DistTolerance> {
+    static DIST: std::sync::OnceLock<BTreeMap<Dtype, crate::judge::dist::DistTolerance>> = std::sync::OnceLock::new();
+    DIST.get_or_init(|| {
+        let policy = Policy::parse("cases/tolerances.yaml", TABLE).unwrap_or_else(|e| panic!("the built-in policy: {e}"));
+        for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::Int4] {
+            assert!(policy.dist.contains_key(&dtype), "the built-in policy: no entry `dist.{dtype}`");
+        }
+        policy.dist
+    })
+}
+
 /// Every (L4 | L5) x dtype entry of `text`, each with all its numbers (a table with a gap is an error naming it).
 pub fn complete_table(file: &str, text: &str) -> Result<BTreeMap<(Level, Dtype), Tolerance>> {
     let policy = Policy::parse(file, text)?;
@@ -188,13 +200,15 @@ impl ToleranceOverride {
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     entries: BTreeMap<(Level, Dtype), ToleranceOverride>,
+    /// The distribution level's numbers (`dist:`), a table of its own shape.
+    dist: BTreeMap<Dtype, crate::judge::dist::DistTolerance>,
     /// Where the table came from, for messages.
     pub source: String,
 }
 
 impl Policy {
     pub fn builtin() -> Policy {
-        Policy { entries: BTreeMap::new(), source: "built-in defaults".into() }
+        Policy { entries: BTreeMap::new(), dist: BTreeMap::new(), source: "built-in defaults".into() }
     }
 
     /// Reads a policy file (ours or mobius' `default_tolerances.yaml`).
@@ -205,25 +219,38 @@ impl Policy {
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Policy> {
-        let raw: BTreeMap<String, BTreeMap<String, ToleranceOverride>> =
+        let raw: BTreeMap<String, BTreeMap<String, serde_json::Value>> =
             serde_saphyr::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
         let mut entries = BTreeMap::new();
+        let mut dist = BTreeMap::new();
         for (level_name, by_dtype) in raw {
-            let level = match Level::parse(&level_name) {
+            if level_name == Level::Dist.name() {
+                for (dtype_name, v) in by_dtype {
+                    let at = format!("{file}: field `dist.{dtype_name}`");
+                    let Some(dtype) = Dtype::parse(&dtype_name) else { bail!("{at}: unknown dtype, expected f32, f16, bf16 or int4") };
+                    let t: crate::judge::dist::DistTolerance = serde_json::from_value(v).map_err(|e| Error::new(format!("{at}: {e}")))?;
+                    t.validate().map_err(|e| e.context(&at))?;
+                    dist.insert(dtype, t);
+                }
+                continue;
+            }
+            let level = match Level::parse(&level_name).filter(|l| matches!(l, Level::L4 | Level::L5)) {
                 Some(l) => l,
                 // mobius' L3 (synthetic op parity) has no trials here; it may be present, it is not used.
                 None if level_name == "L3" => continue,
-                None => bail!("{file}: unknown level `{level_name}`, expected L4 or L5 (L3 is accepted and unused)"),
+                None => bail!("{file}: unknown level `{level_name}`, expected L4, L5 or dist (L3 is accepted and unused)"),
             };
-            for (dtype_name, o) in by_dtype {
+            for (dtype_name, v) in by_dtype {
                 let Some(dtype) = Dtype::parse(&dtype_name) else {
                     bail!("{file}: field `{level_name}.{dtype_name}`: unknown dtype, expected f32, f16, bf16 or int4");
                 };
+                let o: ToleranceOverride =
+                    serde_json::from_value(v).map_err(|e| Error::new(format!("{file}: field `{level_name}.{dtype_name}`: {e}")))?;
                 o.validate().map_err(|e| e.context(format!("{file}: field `{level_name}.{dtype_name}`")))?;
                 entries.insert((level, dtype), o);
             }
         }
-        Ok(Policy { entries, source: file.to_string() })
+        Ok(Policy { entries, dist, source: file.to_string() })
     }
 
     /// Keeps only the entries that tighten the built-in numbers, for a policy file written for another suite (mobius'
@@ -281,6 +308,11 @@ impl Policy {
             check_loosening(&self.resolve(level, dtype, None, case_min_ratio), &tol)?;
         }
         Ok(tol)
+    }
+
+    /// The distribution level's numbers for `dtype`: this policy's, else the built-in table's.
+    pub fn dist(&self, dtype: Dtype) -> crate::judge::dist::DistTolerance {
+        self.dist.get(&dtype).copied().unwrap_or_else(|| builtin_dist()[&dtype])
     }
 
     /// The numbers for one trial: built-in, then the policy file, then the case's overrides.

@@ -33,6 +33,8 @@ pub enum FailureKind {
     /// The package's runtime refused it: onnxruntime-genai (the genai level) or ONNX Runtime (a model file it will
     /// not load, at any level); an expectation names what its error says.
     Refused,
+    /// The distribution level: the next-token distributions' KL divergence from the fp32 reference over its limit.
+    Distribution,
 }
 
 impl FailureKind {
@@ -46,6 +48,7 @@ impl FailureKind {
             FailureKind::NonFinite => "non_finite",
             FailureKind::VocabSize => "vocab_size",
             FailureKind::Refused => "refused",
+            FailureKind::Distribution => "distribution",
         }
     }
 
@@ -59,6 +62,7 @@ impl FailureKind {
             FailureKind::NonFinite,
             FailureKind::VocabSize,
             FailureKind::Refused,
+            FailureKind::Distribution,
         ]
         .into_iter()
         .find(|k| k.name() == s)
@@ -75,6 +79,7 @@ impl FailureKind {
             FailureKind::NonFinite => "logits are NaN or infinite",
             FailureKind::VocabSize => "the logits' vocabulary is not the golden's",
             FailureKind::Refused => "the runtime refused the package",
+            FailureKind::Distribution => "next-token distributions too far from the fp32 reference's",
         }
     }
 
@@ -86,11 +91,19 @@ impl FailureKind {
             FailureKind::StepLogits => &[Level::L5],
             FailureKind::Accuracy => &[Level::Accuracy, Level::AccuracyGenai],
             FailureKind::Prompt => &[Level::Genai],
-            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy, Level::AccuracyGenai],
-            FailureKind::VocabSize => &[Level::L4, Level::L5, Level::Genai],
-            FailureKind::Refused => {
-                &[Level::L4, Level::L5, Level::Genai, Level::VisionEncoder, Level::AudioEncoder, Level::Accuracy, Level::AccuracyGenai]
-            }
+            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy, Level::AccuracyGenai, Level::Dist],
+            FailureKind::VocabSize => &[Level::L4, Level::L5, Level::Genai, Level::Dist],
+            FailureKind::Refused => &[
+                Level::L4,
+                Level::L5,
+                Level::Genai,
+                Level::VisionEncoder,
+                Level::AudioEncoder,
+                Level::Accuracy,
+                Level::AccuracyGenai,
+                Level::Dist,
+            ],
+            FailureKind::Distribution => &[Level::Dist],
         }
     }
 }
@@ -106,7 +119,7 @@ impl<'de> Deserialize<'de> for FailureKind {
         let s = String::deserialize(d)?;
         FailureKind::parse(&s).ok_or_else(|| {
             de::Error::custom(format!(
-                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused"
+                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution"
             ))
         })
     }

@@ -82,6 +82,40 @@ pub struct CaseSpec {
     /// skipping them (as every case does under `MOBIUS_REQUIRE_MODELS=1` or `cargo xtask ci --require`).
     #[serde(default)]
     pub required: bool,
+    /// The distribution level (`dist`): the package's next-token distributions over a teacher-forced corpus against
+    /// the fp32 reference's, for every variant of the matrix (text only; the first prompt's case runs it).
+    #[serde(default)]
+    pub distribution: Option<Distribution>,
+}
+
+/// The `distribution:` block: the corpus, the chunk length and how many of the reference's top ids the golden keeps
+/// per scored position (the rest is one tail bucket).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Distribution {
+    #[serde(default = "Distribution::default_corpus")]
+    pub corpus: String,
+    #[serde(default = "Distribution::default_n_ctx")]
+    pub n_ctx: usize,
+    #[serde(default = "Distribution::default_k")]
+    pub k: usize,
+}
+
+impl Distribution {
+    /// The suite's own corpus: documents written for it (prose, code, numbers, French, a dialogue).
+    pub const CORPUS: &'static str = "fixtures/dist/corpus.jsonl";
+
+    fn default_corpus() -> String {
+        Distribution::CORPUS.to_string()
+    }
+
+    fn default_n_ctx() -> usize {
+        256
+    }
+
+    fn default_k() -> usize {
+        32
+    }
 }
 
 /// One of a case's accuracy tasks: a task file, or a task file with where its data is and the case's overrides.
@@ -290,7 +324,10 @@ impl Case {
     /// Parses a case file's text. `file` is its display path, used in every message.
     pub fn parse(file: &str, task_dir: &str, name: &str, text: &str) -> Result<Case> {
         let spec: CaseSpec = serde_saphyr::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
-        let case = Case { name: name.to_string(), task_dir: task_dir.to_string(), file: file.to_string(), spec };
+        let mut case = Case { name: name.to_string(), task_dir: task_dir.to_string(), file: file.to_string(), spec };
+        if case.spec.distribution.is_some() {
+            case.spec.level.0.push(Level::Dist);
+        }
         case.validate()?;
         Ok(case)
     }
@@ -343,6 +380,18 @@ impl Case {
         paths.extend(s.reference.iter().map(|p| ("reference", p)));
         paths.extend(s.inputs.images.iter().map(|p| ("inputs.images", p)));
         paths.extend(s.inputs.audio.iter().map(|p| ("inputs.audio", p)));
+        paths.extend(s.distribution.iter().map(|d| ("distribution.corpus", &d.corpus)));
+        if let Some(d) = &s.distribution {
+            if !(8..=8192).contains(&d.n_ctx) || d.n_ctx % 2 != 0 {
+                bail!("{file}: field `distribution.n_ctx` is {}, expected an even number in 8..=8192", d.n_ctx);
+            }
+            if !(1..=1024).contains(&d.k) {
+                bail!("{file}: field `distribution.k` is {}, expected 1..=1024", d.k);
+            }
+            if s.task_type == "speech-to-text" {
+                bail!("{file}: field `distribution`: the distribution level reads text; a speech-to-text case has none");
+            }
+        }
         let accuracy_data: Vec<String> = s
             .accuracy
             .iter()

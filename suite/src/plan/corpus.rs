@@ -25,8 +25,11 @@ pub fn per_prompt(case: Case) -> Vec<Case> {
             let mut c = case.clone();
             if i > 0 {
                 c.name = format!("{}.p{}", case.name, i + 1);
-                // The accuracy gate is the model's, not a prompt's: the first case runs it once.
+                // The accuracy gate and the distribution level are the model's, not a prompt's: the first case runs
+                // them once.
                 c.spec.accuracy.clear();
+                c.spec.distribution = None;
+                c.spec.level.0.retain(|&l| l != crate::vocab::Level::Dist);
             }
             match speech {
                 true => c.spec.inputs.audio = vec![prompt],

@@ -151,7 +151,10 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
         dtypes = vec![d];
     }
     let levels_text = top.get("level").and_then(Value::as_str).map(|s| s.split('+').map(|p| p.trim().to_string()).collect());
-    let levels = parsed(levels_text, |s| Level::parse(s).filter(|l| matches!(l, Level::L4 | Level::L5)), &[Level::L4, Level::L5]);
+    let mut levels = parsed(levels_text, |s| Level::parse(s).filter(|l| matches!(l, Level::L4 | Level::L5)), &[Level::L4, Level::L5]);
+    if top.get("distribution").is_some_and(|d| !d.is_null()) {
+        levels.push(Level::Dist);
+    }
     let inputs = top.get("inputs");
     let has = |k: &str| inputs.and_then(|i| i.get(k)).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
     let inferred = match (has("images"), has("audio")) {

@@ -168,6 +168,12 @@ impl Suite {
     }
 
     /// `goldens/baselines/<task>/<case>.json`: the reference's accuracy and per-item scores on a task.
+    /// The distribution level's golden: one per case, against the fp32 reference whatever the variant's dtype.
+    pub fn dist_golden_path(&self, case: &Case) -> PathBuf {
+        let dir = if case.task_dir.is_empty() { self.goldens_dir.clone() } else { self.goldens_dir.join(&case.task_dir) };
+        dir.join(format!("{}.dist.safetensors", case.name))
+    }
+
     pub fn baseline_path(&self, task: &str, case: &str) -> PathBuf {
         self.goldens_dir.join("baselines").join(task).join(format!("{case}.json"))
     }

@@ -189,6 +189,7 @@ fn trial(s: &mut String, i: usize, t: &Finished) {
         Some(Detail::Component(d)) => component(d, &mut rows, &mut plots),
         Some(Detail::Accuracy(d)) => accuracy(d, &mut rows, &mut plots),
         Some(Detail::Media(d)) => media(d, &mut rows, &mut plots),
+        Some(Detail::Dist(d)) => dist(d, &mut rows, &mut plots),
         None => {}
     }
     s.push_str("<table class=\"numbers\">");
@@ -286,6 +287,46 @@ fn generation(d: &Generation, rows: &mut Vec<(&str, String)>, plots: &mut Vec<St
             markers,
         }));
     }
+}
+
+fn dist(d: &crate::judge::dist::DistReport, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String>) {
+    let st = &d.stats;
+    rows.push(("mean KLD", format!("{:.4e} ± {:.2e} (limit {:.4e})", st.kld.value, st.kld.uncertainty, d.mean_limit)));
+    rows.push(("99.0% KLD", format!("{:.4e} (limit {:.4e})", st.p99_kld(), d.p99_limit)));
+    rows.push(("same top p", format!("{:.3} ± {:.3} %", 100.0 * st.same_top.value, 100.0 * st.same_top.uncertainty)));
+    rows.push(("RMS Δp", format!("{:.3} %", 100.0 * st.rms_delta_p.value)));
+    if let Some(p) = &st.perplexity {
+        rows.push(("PPL(Q)/PPL(base)", format!("{:.6} ± {:.6}", p.ratio.value, p.ratio.uncertainty)));
+    }
+    rows.push(("scored positions", format!("{} (top {} + tail)", st.positions, d.k)));
+    rows.push(("floor", format!("{}: mean {:.3e}, 99.0% {:.3e}", d.floor.against, d.floor.mean_kld, d.floor.p99_kld)));
+    // The distribution itself: the KL at each percentile of the positions (the quantile function), 100 points.
+    let mut sorted = d.kld.clone();
+    sorted.sort_by(f64::total_cmp);
+    let quantiles: Vec<Option<f64>> =
+        (0..=100).map(|p| Some(crate::judge::dist::percentile(&sorted, p as f64 / 100.0)).filter(|v| *v > 0.0)).collect();
+    plots.push(svg::line_chart(&LineChart {
+        title: "KL from the fp32 reference at each percentile of the positions",
+        x_label: "percentile",
+        x_scale: 1.0,
+        log_y: true,
+        series: vec![Series { label: "KLD", color: "#0969da", points: quantiles }],
+        thresholds: vec![
+            (d.p99_limit, format!("99.0% limit {:.1e}", d.p99_limit)),
+            (d.mean_limit, format!("mean limit {:.1e}", d.mean_limit)),
+        ],
+        markers: vec![(99.0, "99.0%".into())],
+    }));
+    let profile = Profile::of(d.kld.iter().map(|v| v.max(0.0)));
+    plots.push(svg::line_chart(&LineChart {
+        title: "KL divergence per scored position, in corpus order (max per bucket)",
+        x_label: "scored position",
+        x_scale: profile.bucket as f64,
+        log_y: true,
+        series: vec![Series { label: "KLD", color: "#8250df", points: profile_points(&profile) }],
+        thresholds: vec![],
+        markers: vec![],
+    }));
 }
 
 fn component(d: &Component, rows: &mut Vec<(&str, String)>, plots: &mut Vec<String>) {

@@ -1,5 +1,6 @@
 //! Turning verdicts into what a person reads: expected, got, where, the policy, and the command that fixes it.
 
+pub mod dist;
 pub mod gate;
 pub mod html;
 pub mod json;

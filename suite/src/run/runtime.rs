@@ -116,6 +116,15 @@ pub fn run_seconds() -> f64 {
     RUN_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
 }
 
+/// Time spent inside ONNX Runtime making sessions (reading and optimising the graph), nanoseconds: the engine's
+/// time too, which the bench keeps apart from its run calls and from the suite's own.
+static LOAD_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Seconds this process has spent inside ONNX Runtime making sessions so far (summed over threads).
+pub fn load_seconds() -> f64 {
+    LOAD_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
+}
+
 fn timed<T>(f: impl FnOnce() -> T) -> T {
     let t0 = std::time::Instant::now();
     let out = f();
@@ -155,7 +164,10 @@ fn create_session(env: &Environment, model: &Path, provider: Provider) -> Result
         bail!("{}: no such model file", model.display());
     }
     // The file is there: a refusal now is the package's (an invalid graph), not the set-up's.
-    b.commit_from_file(model).map_err(|e| Error::refused(fail("loading the model", &e).message()))
+    let t0 = std::time::Instant::now();
+    let session = b.commit_from_file(model);
+    LOAD_NANOS.fetch_add(t0.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    session.map_err(|e| Error::refused(fail("loading the model", &e).message()))
 }
 
 /// Why ONNX Runtime's CPU EP cannot run a half-precision build, when that is why its session could not be made:
@@ -190,21 +202,29 @@ pub fn session_counts() -> Option<(sessions::Counts, usize)> {
 /// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
 pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
     let rt = runtime()?;
-    let loaded = cached(rt, model, provider, || {
-        let session = create_session(&rt.env, model, provider)?;
-        // The package's genai_config.json sits beside the decoder, or one folder up (a multi-model package's
-        // `decoder/model.onnx`); it names the decoder's tensors and says whether its cache can be shared.
-        let config = model.ancestors().skip(1).take(2).find_map(|p| crate::feed::package::GenaiConfig::load_if_present(p).ok().flatten());
-        let roles = config.as_ref().and_then(|c| c.decoder.clone()).unwrap_or_default();
-        let io = DecoderIo::discover(&session, &roles).map_err(|e| e.context(model.display()))?;
-        // Only a GroupQueryAttention graph (no `position_ids`) reads past and writes present in one buffer.
-        let share_buffer = !io.has_position_ids && io.has_attention_mask && config.is_some_and(|c| c.share_buffer);
-        Ok(Loaded::Decoder(Arc::new(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })))
-    })?;
+    let loaded = cached(rt, model, provider, || Ok(Loaded::Decoder(Arc::new(load_decoder(rt, model, provider)?))))?;
     match loaded {
         Loaded::Decoder(d) => Ok(d),
         Loaded::Encoder(_) => bail!("{}: already loaded as an encoder, not a decoder", model.display()),
     }
+}
+
+/// A decoder session of its own, outside the shared cache (dropped with the last handle): a second worker's, so two
+/// threads can run the same model at once (`Session::run` takes `&mut`). Same options, so the same results.
+pub fn decoder_replica(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
+    Ok(Arc::new(load_decoder(runtime()?, model, provider)?))
+}
+
+fn load_decoder(rt: &Runtime, model: &Path, provider: Provider) -> Result<Decoder> {
+    let session = create_session(&rt.env, model, provider)?;
+    // The package's genai_config.json sits beside the decoder, or one folder up (a multi-model package's
+    // `decoder/model.onnx`); it names the decoder's tensors and says whether its cache can be shared.
+    let config = model.ancestors().skip(1).take(2).find_map(|p| crate::feed::package::GenaiConfig::load_if_present(p).ok().flatten());
+    let roles = config.as_ref().and_then(|c| c.decoder.clone()).unwrap_or_default();
+    let io = DecoderIo::discover(&session, &roles).map_err(|e| e.context(model.display()))?;
+    // Only a GroupQueryAttention graph (no `position_ids`) reads past and writes present in one buffer.
+    let share_buffer = !io.has_position_ids && io.has_attention_mask && config.is_some_and(|c| c.share_buffer);
+    Ok(Decoder { session: Mutex::new(session), io, model: model.to_path_buf(), provider, share_buffer })
 }
 
 /// Any other session of a package (embedding, vision or audio encoder), shared like decoders.

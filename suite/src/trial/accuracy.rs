@@ -8,6 +8,7 @@ use crate::judge::detail::{self, Detail};
 use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Judgement, Outcome, Status};
 use crate::paths;
+use crate::run::runtime;
 
 impl Trial<'_> {
     /// The accuracy gate on one task: the package's benchmark accuracy against the reference's baseline.
@@ -50,8 +51,15 @@ impl Trial<'_> {
             Err(skip) => return Ok(skip),
         };
         let eos = self.eos_ids(&package)?;
-        let scoring =
-            eval::score(&decoder, task, items, &tokenizer, &eos, self.package_vocab(&package)?).map_err(|e| e.context(task_file))?;
+        // Both cores (or all, up to four): one session a worker, the items shared out; batch 1 all the same.
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(items.len().max(1));
+        let mut decoders = vec![decoder.clone()];
+        for _ in 1..workers {
+            decoders.push(runtime::decoder_replica(&decoder.model, provider)?);
+        }
+        let scoring = eval::score(&decoders, task, items, &tokenizer, &eos, self.package_vocab(&package)?, eval::Strategy::Cached)
+            .map_err(|e| e.context(task_file))?;
+        drop(decoders);
         if let Some((doc, why)) = scoring.stopped {
             let place = format!("{task_file}: document {doc}");
             return Ok(match why {

@@ -4,6 +4,7 @@
 
 mod accuracy;
 mod component;
+mod dist;
 mod genai;
 mod generation;
 mod media;
@@ -209,6 +210,9 @@ impl Trial<'_> {
 
     /// A conformance trial: placed, its golden found, its inputs fed, then its level run and judged.
     fn run(&self) -> Result<Outcome> {
+        if self.level == Level::Dist {
+            return self.run_dist();
+        }
         let (provider, package) = match self.placement() {
             Ok(p) => p,
             Err(skip) => return Ok(skip),
@@ -222,6 +226,7 @@ impl Trial<'_> {
             Level::Genai if !paths.generation.is_file() && paths.prefill.is_file() => paths.prefill.clone(),
             Level::Genai => paths.generation.clone(),
             Level::Accuracy | Level::AccuracyGenai => return Err(Error::new("accuracy trials run through run_accuracy")),
+            Level::Dist => unreachable!("run_dist above"),
         };
         paths::confine(&self.suite.root, &golden_path, "golden", paths::SUITE_HINT)?;
         if !golden_path.is_file() {
@@ -275,7 +280,7 @@ impl Trial<'_> {
             Level::L4 => self.run_prefill(&p, &decoder, &pipeline),
             Level::L5 => self.run_generation(&p, &decoder, &pipeline),
             Level::VisionEncoder | Level::AudioEncoder => self.run_component(&p, &decoder, &pipeline),
-            Level::Accuracy | Level::AccuracyGenai | Level::Genai => unreachable!("placed above"),
+            Level::Accuracy | Level::AccuracyGenai | Level::Genai | Level::Dist => unreachable!("placed above"),
         }
     }
 

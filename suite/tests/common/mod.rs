@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use mobius_conformance::context::RunContext;
 use mobius_conformance::outcome::Outcome;
+use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::trial;
 
@@ -67,4 +68,27 @@ pub fn ci() -> RunContext {
 pub fn run_all(root: &Path) -> Vec<(String, Outcome)> {
     let suite = Suite::open(root);
     suite.plan().iter().map(|spec| (spec.name.clone(), trial::run(&suite, spec, &RunContext::local()))).collect()
+}
+
+/// A self-contained suite root: the qwen3-tiny case on its cpu-f32 package and tokenizer, with its goldens and the
+/// distribution corpus, all copied inside; `edit` rewrites the case text.
+pub fn qwen3_tiny_root(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
+    let repo = workspace_root();
+    let s = Scratch::new(tag);
+    copy_tree(&repo.join("fixtures/qwen3-tiny/onnx/cpu-f32"), &s.0.join("pkg"));
+    copy_tree(&repo.join("fixtures/tokenizer"), &s.0.join("tok"));
+    copy_tree(&repo.join("goldens/causal-lm"), &s.0.join("goldens/causal-lm"));
+    copy_tree(&repo.join("fixtures/dist"), &s.0.join("fixtures/dist"));
+    let case = std::fs::read_to_string(repo.join("cases/causal-lm/qwen3-tiny.yaml")).unwrap();
+    let case: String = case
+        .lines()
+        .filter(|l| !l.starts_with("reference:") && !l.starts_with("tokenizer:") && !l.contains("cpu/f16:") && !l.contains("cpu/bf16:"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replace("eps: [default, cpu]", "eps: [cpu]")
+        .replace("dtypes: [f32, f16, bf16, int4]", "dtypes: [f32]")
+        .replace("  packages:\n", "")
+        .replace("\"fixtures/qwen3-tiny/onnx/{ep}-{dtype}\"", "\"pkg\"");
+    write(&s.0.join("cases/causal-lm/qwen3-tiny.yaml"), &edit(case + "tokenizer: \"tok\"\n"));
+    s
 }

@@ -1,0 +1,126 @@
+//! The distribution level on bad input: a golden that is corrupt, of the wrong shape or made from another corpus, and
+//! a `distribution:` block out of range, each failing its own trial with a message naming the file and field; and
+//! the committed goldens within their size budget.
+
+mod common;
+
+use std::path::Path;
+
+use common::{Scratch, run_all};
+use mobius_conformance::judge::dist::DistGolden;
+use mobius_conformance::outcome::Status;
+use mobius_conformance::paths::workspace_root;
+
+const GOLDEN: &str = "goldens/causal-lm/qwen3-tiny.dist.safetensors";
+
+/// A self-contained root (`common::qwen3_tiny_root`) with `edit` applied to the case text.
+fn root(tag: &str, edit: impl Fn(String) -> String) -> Scratch {
+    common::qwen3_tiny_root(&format!("dist-{tag}"), edit)
+}
+
+fn dist_outcome(root: &Path) -> mobius_conformance::outcome::Outcome {
+    run_all(root).into_iter().find(|(n, _)| n.ends_with("/dist")).expect("a dist trial").1
+}
+
+#[test]
+fn the_committed_golden_passes_and_says_what_it_measured() {
+    let s = root("clean", |t| t);
+    let o = dist_outcome(&s.0);
+    assert_eq!(o.status, Status::Pass, "{}", o.message);
+    for needle in ["Mean    KLD", "99.0%   KLD", "Same top p", "Mean PPL(Q)/PPL(base)", "RMS Δp", "floor (float64)", "top 16 ids"] {
+        assert!(o.message.contains(needle), "{needle}: {}", o.message);
+    }
+}
+
+#[test]
+fn a_corrupt_golden_fails_its_trial_naming_the_file() {
+    let s = root("corrupt", |t| t);
+    let path = s.0.join(GOLDEN);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let o = dist_outcome(&s.0);
+    assert_eq!(o.status, Status::Fail);
+    assert!(o.message.contains("qwen3-tiny.dist.safetensors"), "{}", o.message);
+}
+
+#[test]
+fn a_golden_of_the_wrong_shape_fails_naming_the_tensor() {
+    let bytes = std::fs::read(workspace_root().join(GOLDEN)).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let mut tensors: Vec<(String, safetensors::tensor::TensorView)> =
+        st.tensors().into_iter().filter(|(n, _)| n != "tail_logprob").collect();
+    // One entry short.
+    let tail = st.tensor("tail_logprob").unwrap();
+    let short = &tail.data()[..tail.data().len() - 4];
+    tensors.push((
+        "tail_logprob".into(),
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![tail.shape()[0] - 1], short).unwrap(),
+    ));
+    let bad = safetensors::serialize(tensors, meta.metadata().clone()).unwrap();
+    let e = DistGolden::parse("x.dist.safetensors", &bad).unwrap_err().to_string();
+    assert!(e.contains("x.dist.safetensors") && e.contains("tail_logprob") && e.contains("shape"), "{e}");
+    // And a log-probability that is not one.
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let lp = st.tensor("target_logprob").unwrap();
+    let mut data = lp.data().to_vec();
+    data[..4].copy_from_slice(&f32::NAN.to_le_bytes());
+    let mut tensors: Vec<(String, safetensors::tensor::TensorView)> =
+        st.tensors().into_iter().filter(|(n, _)| n != "target_logprob").collect();
+    tensors.push((
+        "target_logprob".into(),
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, lp.shape().to_vec(), &data).unwrap(),
+    ));
+    let bad = safetensors::serialize(tensors, meta.metadata().clone()).unwrap();
+    let e = DistGolden::parse("x.dist.safetensors", &bad).unwrap_err().to_string();
+    assert!(e.contains("target_logprob") && e.contains("entry 0"), "{e}");
+}
+
+#[test]
+fn a_changed_corpus_makes_the_golden_stale() {
+    let s = root("stale", |t| t);
+    let corpus = s.0.join("fixtures/dist/corpus.jsonl");
+    let text = std::fs::read_to_string(&corpus).unwrap().replacen("harbour", "harbor", 1);
+    std::fs::write(&corpus, text).unwrap();
+    let o = dist_outcome(&s.0);
+    assert_eq!(o.status, Status::Fail);
+    assert!(
+        o.message.contains("golden is stale") && o.message.contains("fixtures/dist/corpus.jsonl") && o.message.contains("regen-goldens"),
+        "{}",
+        o.message
+    );
+}
+
+#[test]
+fn a_distribution_block_out_of_range_fails_naming_the_field() {
+    for (block, field) in [("{ n_ctx: 7, k: 16 }", "distribution.n_ctx"), ("{ n_ctx: 128, k: 0 }", "distribution.k")] {
+        let s = root("range", |t| t.replace("distribution: { n_ctx: 128, k: 16 }", &format!("distribution: {block}")));
+        for (name, o) in run_all(&s.0) {
+            assert_eq!(o.status, Status::Fail, "{name}");
+            assert!(o.message.contains(field), "{name}: {}", o.message);
+        }
+    }
+    // An unknown field in the block is an error too, as everywhere in a case.
+    let s = root("unknown", |t| t.replace("distribution: { n_ctx: 128, k: 16 }", "distribution: { n_ctx: 128, top_k: 16 }"));
+    let all = run_all(&s.0);
+    assert!(all.iter().all(|(_, o)| o.status == Status::Fail && o.message.contains("top_k")), "{:?}", all.first().map(|a| &a.1.message));
+}
+
+/// Every committed distribution golden within the budget the README states (256 KiB), and readable.
+#[test]
+fn committed_dist_goldens_are_within_their_size_budget() {
+    let mut found = 0;
+    for dir in ["goldens/causal-lm", "goldens/real"] {
+        for e in std::fs::read_dir(workspace_root().join(dir)).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".dist.safetensors") {
+                continue;
+            }
+            let len = e.metadata().unwrap().len();
+            assert!(len <= 256 * 1024, "{dir}/{name}: {len} bytes, over the 256 KiB budget");
+            DistGolden::load(&e.path(), &name).unwrap();
+            found += 1;
+        }
+    }
+    assert!(found >= 3, "the tiny and the real goldens: {found}");
+}

@@ -1,0 +1,110 @@
+//! The distribution level's goldens (`<case>.dist.safetensors`): planned here, made by `xtask/reference/dist.py`
+//! (the fp32 reference's top-k log-probabilities over the case's corpus, the per-dtype floors measured on the
+//! reference itself, and each local package's full-vocabulary KL as the check of k), read back through the suite's
+//! own loader, and written like every golden: atomically, UNCHANGED within noise, held back without `--force`.
+
+use std::path::{Path, PathBuf};
+
+use mobius_conformance::judge::dist::DistGolden;
+use mobius_conformance::paths::relative;
+use mobius_conformance::plan::case::{Case, Location};
+use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::vocab::{Dtype, Ep};
+
+use crate::regen::{Kind, Tally, compare};
+
+/// One case's distribution golden to make.
+pub struct DistJob {
+    pub case: Case,
+    pub raw: PathBuf,
+    pub out: PathBuf,
+}
+
+/// The reference job for a case with a `distribution:` block, or `None` when it has none. Its floors are the dtypes
+/// of the case's matrix; its full-vocabulary check covers every local package ONNX Runtime's CPU EP runs (not bf16).
+pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_json::Value, DistJob)>, String> {
+    let Some(spec) = &case.spec.distribution else { return Ok(None) };
+    let root = &suite.root;
+    let reference = case.reference_dir(root).ok_or_else(|| "field `distribution` needs `reference` weights".to_string())?;
+    let tokenizer = case
+        .tokenizer_location(root)
+        .ok_or_else(|| "field `distribution` needs a tokenizer".to_string())?
+        .resolve("tokenizer.json")
+        .map_err(|e| e.to_string())?;
+    let corpus = root.join(&spec.corpus);
+    if !case.spec.external_paths {
+        for (field, p) in [("reference", &reference), ("tokenizer", &tokenizer), ("distribution.corpus", &corpus)] {
+            mobius_conformance::paths::confine(root, p, &format!("{}: field `{field}`", case.file), mobius_conformance::paths::CASE_HINT)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let variants = case.variants(root);
+    let mut floors: Vec<Dtype> = variants.iter().map(|v| v.dtype).collect();
+    floors.sort();
+    floors.dedup();
+    let packages: serde_json::Map<String, serde_json::Value> = variants
+        .iter()
+        .filter(|v| v.dtype != Dtype::Bf16 && v.ep != Ep::Cuda)
+        .filter_map(|v| match &v.package {
+            Some(Location::Local(p)) if p.join("genai_config.json").is_file() => {
+                Some((format!("{}/{}", v.ep, v.dtype), serde_json::json!(p)))
+            }
+            _ => None,
+        })
+        .collect();
+    // Which weights the int4 floor quantizes: those of the first local int4 package (its structure, not its values).
+    let int4_model = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
+        Some(Location::Local(p)) => mobius_conformance::feed::package::package_model(p).ok(),
+        _ => None,
+    });
+    let raw = work.join(format!("{}.dist.safetensors", case.name));
+    let job = serde_json::json!({
+        "case": case.name,
+        "reference": reference,
+        "tokenizer": tokenizer,
+        "corpus": corpus,
+        "n_ctx": spec.n_ctx,
+        "k": spec.k,
+        "floors": floors.iter().map(|d| d.name()).collect::<Vec<_>>(),
+        "packages": packages,
+        "int4_model": int4_model,
+        "out": raw,
+    });
+    Ok(Some((job, DistJob { case: case.clone(), raw, out: suite.dist_golden_path(case) })))
+}
+
+/// Reads the reference's file back through the suite's loader (every check a trial makes), then writes it in place
+/// of the stored golden: UNCHANGED when only log-probabilities moved, each by under twice 1e-5 (two float32 runs of
+/// the reference on other CPUs), SKIPPED when it differs more without `force`.
+pub fn write(suite: &Suite, job: &DistJob, force: bool, dry_run: bool, tally: &mut Tally) -> Result<Vec<String>, String> {
+    let root = &suite.root;
+    let shown = relative(root, &job.out);
+    let bytes = std::fs::read(&job.raw).map_err(|e| format!("{}: {e}", job.raw.display()))?;
+    let g = DistGolden::parse(&job.raw.display().to_string(), &bytes).map_err(|e| e.to_string())?;
+    let mut lines = vec![format!(
+        "dist       {}: {} chunks of {}, {} scored positions, top {} + tail; floors {}",
+        job.case.name,
+        g.chunks(),
+        g.n_ctx,
+        g.positions(),
+        g.k,
+        g.floors.iter().map(|(d, f)| format!("{d} {:.3e}", f.mean_kld)).collect::<Vec<_>>().join(", ")
+    )];
+    for (variant, c) in &g.check {
+        lines.push(if c.non_finite {
+            format!("check      {variant}: the package's logits are not finite")
+        } else {
+            format!(
+                "check      {variant}: full-vocabulary KL {:.4e}, top-{} + tail {:.4e} ({:.2}% of it)",
+                c.mean_kld,
+                g.k,
+                c.mean_kld_partition,
+                100.0 * c.captured
+            )
+        });
+    }
+    let diff = std::fs::read(&job.out).ok().map(|old| compare::safetensors(&old, &bytes, Some(1e-5)));
+    let line = crate::regen::write_one(&job.out, &shown, &bytes, diff, (force, dry_run), Kind::Dist, tally)?;
+    lines.push(line);
+    Ok(lines)
+}
