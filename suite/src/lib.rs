@@ -56,6 +56,7 @@ pub mod run {
     pub mod runtime;
     pub mod sessions;
     pub mod speech;
+    pub mod workers;
 }
 
 /// Judging outputs: the goldens, the tolerance policy, the verdicts, the numbers behind them, and the expected

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use mobius_conformance::feed::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::feed::package::GenaiConfig;
+use mobius_conformance::numeric::{TopK, scan_row};
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::generate::{self, Features, Front, Suppress};
 use mobius_conformance::run::pipeline::Pipeline;
@@ -72,7 +73,7 @@ fn the_warm_cache_gives_what_a_fresh_prefill_of_the_whole_stream_gives() {
         let fresh = generate::prefill(&d, &front, &seq).unwrap();
         let diff = fresh.iter().zip(&step.watched).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(diff < 1e-4, "step {i}: cached and fresh logits differ by {diff}");
-        assert_eq!(Suppress::default().choose(&fresh, i) as i64, step.chosen, "step {i}");
+        assert_eq!(Suppress::default().choose(&fresh, i, None) as i64, step.chosen, "step {i}");
     }
 }
 
@@ -80,11 +81,39 @@ fn the_warm_cache_gives_what_a_fresh_prefill_of_the_whole_stream_gives() {
 fn suppression_skips_the_banned_ids_and_only_at_the_first_step_the_begin_ones() {
     let logits = [0.0, 5.0, 4.0, 3.0, f32::NAN];
     let s = Suppress { always: vec![1], at_begin: vec![2] };
-    assert_eq!(s.choose(&logits, 0), 3, "1 always banned, 2 at the first step");
-    assert_eq!(s.choose(&logits, 1), 2);
-    assert_eq!(Suppress::default().choose(&logits, 0), 1, "nothing banned: the plain argmax");
+    assert_eq!(s.choose(&logits, 0, None), 3, "1 always banned, 2 at the first step");
+    assert_eq!(s.choose(&logits, 1, None), 2);
+    assert_eq!(Suppress::default().choose(&logits, 0, None), 1, "nothing banned: the plain argmax");
     let everything = Suppress { always: vec![0, 1, 2, 3, 4], at_begin: vec![] };
-    assert_eq!(everything.choose(&logits, 0), 0, "nothing allowed: the first id, as a NaN row's argmax");
+    assert_eq!(everything.choose(&logits, 0, None), 0, "nothing allowed: the first id, as a NaN row's argmax");
+    // A finite row's top-k decides the choice, and a top-k that is all banned falls back to the whole row.
+    let finite = [0.0, 5.0, 4.0, 3.0, 1.0];
+    let top = TopK::of(&finite, 2);
+    assert_eq!(s.choose(&finite, 0, Some(&top)), 3, "both of the top two banned: the whole row decides");
+    assert_eq!(s.choose(&finite, 1, Some(&top)), 2);
+    assert_eq!(Suppress::default().choose(&finite, 0, Some(&top)), 1);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+    /// The decode loop's choice from one pass's top-k is the whole row's, for any row (ties, NaN, infinities),
+    /// any banned ids and either step.
+    #[test]
+    fn the_choice_from_the_top_k_is_the_whole_rows(
+        row in proptest::collection::vec(
+            proptest::prop_oneof![8 => proptest::strategy::Strategy::prop_map(-3i8..3, f32::from), 1 => proptest::prelude::Just(f32::NAN),
+                1 => proptest::prelude::Just(f32::INFINITY), 1 => proptest::prelude::Just(f32::NEG_INFINITY)],
+            0..300,
+        ),
+        always in proptest::collection::vec(0i64..300, 0..12),
+        at_begin in proptest::collection::vec(0i64..300, 0..12),
+        step in 0usize..2,
+        k in 1usize..12,
+    ) {
+        let s = Suppress { always, at_begin };
+        let (top, non_finite) = scan_row(&row, k);
+        proptest::prop_assert_eq!(s.choose(&row, step, non_finite.is_none().then_some(&top)), s.choose(&row, step, None));
+    }
 }
 
 #[test]

@@ -56,34 +56,17 @@ pub fn score(
         return Err(Error::new("the gate needs a decoder to score on"));
     }
     let expected = ExpectedVocab { golden: None, config: config_vocab, largest_id: largest_id(items) };
-    type Slot = Option<Result<std::result::Result<Scored, Unjudgeable>>>;
-    let slots: Vec<std::sync::Mutex<Slot>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    // The first item (in order) that stopped scoring: the workers skip what comes after it.
-    let stop_at = std::sync::atomic::AtomicUsize::new(usize::MAX);
-    std::thread::scope(|s| {
-        for decoder in decoders {
-            let (slots, next, stop_at, expected) = (&slots, &next, &stop_at, &expected);
-            s.spawn(move || {
-                use std::sync::atomic::Ordering::Relaxed;
-                while let Some(i) = Some(next.fetch_add(1, Relaxed)).filter(|&i| i < items.len()) {
-                    if i > stop_at.load(Relaxed) {
-                        break;
-                    }
-                    let it = &items[i];
-                    let r = score_item(decoder, task, it, tokenizer, eos, expected, strategy)
-                        .map_err(|e| e.context(format!("document {}", it.doc)));
-                    if !matches!(r, Ok(Ok(_))) {
-                        stop_at.fetch_min(i, Relaxed);
-                    }
-                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-                }
-            });
-        }
-    });
+    let results = crate::run::workers::share_out(
+        decoders,
+        items,
+        |decoder, it| {
+            score_item(decoder, task, it, tokenizer, eos, &expected, strategy).map_err(|e| e.context(format!("document {}", it.doc)))
+        },
+        |r| !matches!(r, Ok(Ok(_))),
+    );
     let mut scored = Vec::with_capacity(items.len());
-    for (it, slot) in items.iter().zip(slots) {
-        match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    for (it, slot) in items.iter().zip(results) {
+        match slot {
             Some(r) => match r? {
                 Ok(s) => scored.push(s),
                 Err(why) => return Ok(Scoring { scored, stopped: Some((it.doc, why)) }),

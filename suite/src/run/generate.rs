@@ -7,7 +7,7 @@ use ort::value::{DynValue, Tensor};
 
 use crate::error::{Error, Result, bail};
 use crate::feed::package::Component;
-use crate::numeric::{NonFiniteRow, PositionLogits, Step, TopK, argmax};
+use crate::numeric::{PositionLogits, Step, TopK, argmax, scan_row};
 use crate::run::runtime::{Decoder, Encoder, StepInput};
 
 /// Turns token ids into what the decoder takes: the ids themselves, or embeddings from the package's embedding
@@ -131,11 +131,17 @@ pub struct Suppress {
 
 impl Suppress {
     /// The argmax of `logits` over the ids step `step` may choose (the plain argmax when nothing is suppressed).
-    pub fn choose(&self, logits: &[f32], step: usize) -> usize {
+    /// `top`, the row's top-k when every logit in it is finite, decides without another pass over the row unless
+    /// every id in it is banned: the row's best allowed id is then the first allowed one in `top` (larger logit
+    /// first, the lower id on ties, as the full scan prefers).
+    pub fn choose(&self, logits: &[f32], step: usize, top: Option<&TopK>) -> usize {
         let banned = |i: usize| {
             let i = i as i64;
             self.always.contains(&i) || (step == 0 && self.at_begin.contains(&i))
         };
+        if let Some(&id) = top.and_then(|t| t.ids.iter().find(|&&id| !banned(id as usize))) {
+            return id as usize;
+        }
         if self.always.is_empty() && (step > 0 || self.at_begin.is_empty()) {
             return argmax(logits);
         }
@@ -197,11 +203,13 @@ pub fn greedy_with(
                 Front::Embedding(_) => decoder.advance(&mut run, front.input(&[fed], false)?)?,
             },
         };
-        let chosen = suppress.choose(logits, i) as i64;
+        // One pass over the row gives what the step keeps; the choice reads the top-k unless the row is not finite.
+        let (top, non_finite) = scan_row(logits, 10);
+        let chosen = suppress.choose(logits, i, non_finite.is_none().then_some(&top)) as i64;
         let watched = watch.get(i).map_or_else(Vec::new, |ids| {
             ids.iter().map(|&id| usize::try_from(id).ok().and_then(|id| logits.get(id)).copied().unwrap_or(f32::NAN)).collect()
         });
-        steps.push(Step { chosen, top: TopK::of(logits, 10), watched, non_finite: NonFiniteRow::of(logits) });
+        steps.push(Step { chosen, top, watched, non_finite });
         let next = forced.map_or(chosen, |f| f[i]);
         tokens.push(next);
         if forced.is_none() && eos.contains(&next) {

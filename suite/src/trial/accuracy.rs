@@ -8,7 +8,6 @@ use crate::judge::detail::{self, Detail};
 use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Judgement, Outcome, Status};
 use crate::paths;
-use crate::run::runtime;
 
 impl Trial<'_> {
     /// The accuracy gate on one task: the package's benchmark accuracy against the reference's baseline.
@@ -52,11 +51,7 @@ impl Trial<'_> {
         };
         let eos = self.eos_ids(&package)?;
         // Both cores (or all, up to four): one session a worker, the items shared out; batch 1 all the same.
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(items.len().max(1));
-        let mut decoders = vec![decoder.clone()];
-        for _ in 1..workers {
-            decoders.push(runtime::decoder_replica(&decoder.model, provider)?);
-        }
+        let decoders = crate::run::workers::decoders(&decoder, items.len(), provider)?;
         let scoring = eval::score(&decoders, task, items, &tokenizer, &eos, self.package_vocab(&package)?, eval::Strategy::Cached)
             .map_err(|e| e.context(task_file))?;
         drop(decoders);

@@ -127,11 +127,21 @@ impl Trial<'_> {
                 Ok(d) => d,
                 Err(skip) => return Ok(skip),
             };
-            for it in items {
-                match self
-                    .media_output(&feed, &decoder, package, provider, it, task.max_new_tokens, &eos, &tokenizer)
-                    .map_err(|e| e.context(doc(it)))?
-                {
+            // One session a core, the items shared out, each run batch 1 as before (the encoder's session is shared).
+            let decoders = crate::run::workers::decoders(&decoder, items.len(), provider)?;
+            let outputs = crate::run::workers::share_out(
+                &decoders,
+                items,
+                |decoder, it| {
+                    self.media_output(&feed, decoder, package, provider, it, task.max_new_tokens, &eos, &tokenizer)
+                        .map_err(|e| e.context(doc(it)))
+                },
+                |r| !matches!(r, Ok(Ok(_))),
+            );
+            drop(decoders);
+            for (it, output) in items.iter().zip(outputs) {
+                let Some(output) = output else { bail!("{}: not run (a worker stopped early)", doc(it)) };
+                match output? {
                     Ok(o) => got.push(o),
                     // NaN logits are a verdict of their own (one a strict xfail may state), as at L4 and L5.
                     Err(step) => {
