@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::finite::{self, ExpectedVocab, NonFinite, VocabMismatch};
 use crate::numeric::argmax;
-use crate::run::runtime::{Decoder, StepInput};
+use crate::run::runtime::{Decoder, StepInput, StepOutput};
 
 /// What scoring a task gave: every item's score, or the item where the package's logits could no longer be judged
 /// (scoring stops there: nothing after it can be).
@@ -90,6 +90,12 @@ fn judgeable(row: &[f32], step: usize, expected: &ExpectedVocab) -> std::result:
     finite::row(row, step).map_or(Ok(()), |nf| Err(Unjudgeable::NonFinite(nf)))
 }
 
+/// [`judgeable`] for the first row of a forward call's output (its vocabulary and values), then the rest's values.
+fn judgeable_rows(out: &StepOutput, expected: &ExpectedVocab) -> std::result::Result<(), Unjudgeable> {
+    judgeable(out.row(0), 0, expected)?;
+    finite::row(&out.logits, 1).map_or(Ok(()), |nf| Err(Unjudgeable::NonFinite(nf)))
+}
+
 fn score_item(
     decoder: &Decoder,
     task: &Task,
@@ -152,11 +158,8 @@ fn choices_cached(
     let empty = decoder.new_cache()?;
     // Rows: the context's last position, then each common token's.
     let (head, cache) = decoder.forward(StepInput::Ids(first), &empty, common.len() + 1)?;
-    if let Err(why) = judgeable(head.row(0), 0, expected) {
+    if let Err(why) = judgeable_rows(&head, expected) {
         return Ok(Err(why));
-    }
-    if let Some(nf) = finite::row(&head.logits, 1) {
-        return Ok(Err(Unjudgeable::NonFinite(nf)));
     }
     // The runs to make past the common tokens: those no other continuation's run extends.
     let mut runs: Vec<Vec<i64>> = Vec::new();
@@ -203,11 +206,8 @@ fn choices_uncached(
         let empty = decoder.new_cache()?;
         // The rows at the context's last position and every continuation position but the last predict it.
         let (rows, _) = decoder.forward(StepInput::Ids(whole), &empty, cont.len() + 1)?;
-        if let Err(why) = judgeable(rows.row(0), 0, expected) {
+        if let Err(why) = judgeable_rows(&rows, expected) {
             return Ok(Err(why));
-        }
-        if let Some(nf) = finite::row(&rows.logits, 1) {
-            return Ok(Err(Unjudgeable::NonFinite(nf)));
         }
         let (ll, _) = scoring::continuation_loglik((0..cont.len()).map(|i| rows.row(i)), cont);
         out.push(ll);
