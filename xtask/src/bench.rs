@@ -199,9 +199,10 @@ impl OrtOnlyLoop {
         Ok(OrtOnlyLoop { decoder, prompt: prompt.to_vec(), tokens })
     }
 
-    /// One run: tokens/s, and the tokens it chose.
-    pub fn run(&self) -> Result<(f64, Vec<i64>), String> {
-        let t0 = Instant::now();
+    /// One run: (tokens/s of the whole loop, tokens/s of its time inside ONNX Runtime's run calls), and the tokens
+    /// it chose.
+    pub fn run(&self) -> Result<((f64, f64), Vec<i64>), String> {
+        let (t0, r0) = (Instant::now(), runtime::run_seconds());
         let mut cache = self.decoder.new_cache().map_err(|e| e.to_string())?;
         let mut input = self.prompt.clone();
         let mut ids = Vec::with_capacity(self.tokens);
@@ -211,7 +212,8 @@ impl OrtOnlyLoop {
             ids.push(next);
             input = vec![next];
         }
-        Ok((self.tokens as f64 / t0.elapsed().as_secs_f64(), ids))
+        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
+        Ok(((self.tokens as f64 / wall, self.tokens as f64 / inside), ids))
     }
 }
 
@@ -780,10 +782,10 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
     }
     table.push(String::new());
     table.push(format!(
-        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | ort-only rust | vs genai | vs python ort | vs ort-only rust |",
+        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | ort-only rust | vs genai | vs python ort | vs ort-only rust | own ms/token: suite, ort-only rust |",
         o.tokens
     ));
-    table.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|".into());
+    table.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|".into());
     let mut out = Vec::new();
     for rel in packages {
         let pkg = root.join(rel);
@@ -808,19 +810,23 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
         let thin = OrtOnlyLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
         let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
-        let mut rows: Vec<[f64; 4]> = Vec::new();
+        // Per pair: tok/s of the suite, genai, python ort and the ORT-only loop, then each Rust loop's own time per
+        // token outside ONNX Runtime's run calls (ms): the part of a loop that is not ONNX Runtime's.
+        let own = |(wall, inside): (f64, f64)| 1e3 * (1.0 / wall - 1.0 / inside);
+        let mut rows: Vec<[f64; 6]> = Vec::new();
         for pair in 0..o.pairs.min(5) {
-            let mut row = [f64::NAN; 4];
+            let mut row = [f64::NAN; 6];
             if pair % 2 == 0 {
                 settle();
-                row[0] = suite.run()?.0;
+                let r = suite.run()?;
+                (row[0], row[4]) = (r.0, own(r));
             }
             settle();
-            let (rate, ids) = thin.run()?;
+            let (rates, ids) = thin.run()?;
             if ids != suite.ids {
                 return Err(format!("{rel}: the ORT-only loop chose other tokens than the suite's loop: no figure"));
             }
-            row[3] = rate;
+            (row[3], row[5]) = (rates.0, own(rates));
             if let Some(py) = py.as_mut() {
                 settle();
                 row[1] = py.run("genai", o.tokens)?;
@@ -829,7 +835,8 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
             }
             if pair % 2 == 1 {
                 settle();
-                row[0] = suite.run()?.0;
+                let r = suite.run()?;
+                (row[0], row[4]) = (r.0, own(r));
             }
             rows.push(row);
         }
@@ -838,8 +845,9 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         let vs = |i: usize| finite_stats(rows.iter().map(|r| ratio(r[0], r[i])));
         let cell = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.1}", s.median));
         let r2 = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max));
+        let ms = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.2}", s.median));
         table.push(format!(
-            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {}, {} |",
             pre[0].median * 1e3,
             pre[1].median * 1e3,
             cell(col(0)),
@@ -848,7 +856,9 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
             cell(col(3)),
             r2(vs(1)),
             r2(vs(2)),
-            r2(vs(3))
+            r2(vs(3)),
+            ms(col(4)),
+            ms(col(5))
         ));
         let j = |s: Option<Stats>| s.map(|s| s.json());
         out.push(json!({
@@ -856,7 +866,8 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
             "prefill_seconds": { "64": pre[0].json(), "600": pre[1].json() },
             "decode_tokens": o.tokens, "suite": j(col(0)), "genai": j(col(1)), "python_ort": j(col(2)),
             "decode_vs_genai": j(vs(1)), "decode_vs_python_ort": j(vs(2)), "ort_only_rust": j(col(3)),
-            "decode_vs_ort_only_rust": j(vs(3)), "peak_rss_mb_so_far": peak_rss_mb(),
+            "decode_vs_ort_only_rust": j(vs(3)), "own_ms_per_token": { "suite": j(col(4)), "ort_only_rust": j(col(5)) },
+            "peak_rss_mb_so_far": peak_rss_mb(),
         }));
     }
     table.push(format!("peak resident memory after the real tier: {:.0} MB", peak_rss_mb()));

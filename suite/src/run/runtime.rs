@@ -954,22 +954,27 @@ fn sum_up_rows(v: &DynValue, ty: Float, watch: &[&[i64]]) -> Result<Vec<Position
 
 /// [`read_last_rows`] into `out` (cleared first), so a decode loop reuses one buffer; returns the vocabulary size.
 fn read_last_rows_into(v: &DynValue, ty: Float, t: i64, rows: usize, out: &mut Vec<f32>) -> Result<usize> {
+    use half::slice::HalfFloatSliceExt;
+    /// The last `rows` rows of `v`, widened by `widen` (a slice copy or `half`'s vectorised conversion: this runs
+    /// once per decode step over the whole vocabulary, in a crate built at opt-level 1).
     fn last<T: ort::value::PrimitiveTensorElementType + Copy>(
         v: &DynValue,
         t: i64,
         rows: usize,
         out: &mut Vec<f32>,
-        f: impl Fn(T) -> f32,
+        widen: impl Fn(&[T], &mut [f32]),
     ) -> Result<usize> {
         let (data, vocab) = logits_rows::<T>(v, t)?;
+        let tail = &data[data.len() - rows * vocab as usize..];
         out.clear();
-        out.extend(data[data.len() - rows * vocab as usize..].iter().map(|&x| f(x)));
+        out.resize(tail.len(), 0.0);
+        widen(tail, out);
         Ok(vocab as usize)
     }
     match ty {
-        Float::F32 => last::<f32>(v, t, rows, out, |x| x),
-        Float::F16 => last::<half::f16>(v, t, rows, out, half::f16::to_f32),
-        Float::Bf16 => last::<half::bf16>(v, t, rows, out, half::bf16::to_f32),
+        Float::F32 => last::<f32>(v, t, rows, out, |from, to| to.copy_from_slice(from)),
+        Float::F16 => last::<half::f16>(v, t, rows, out, |from, to| from.convert_to_f32_slice(to)),
+        Float::Bf16 => last::<half::bf16>(v, t, rows, out, |from, to| from.convert_to_f32_slice(to)),
     }
 }
 
