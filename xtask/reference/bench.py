@@ -43,8 +43,10 @@ prefill: Python onnxruntime prefill latency per prompt length
 decode-serve: the same engines, one run per request, so a caller can interleave its own loop with them
     bench.py decode-serve --package DIR --prompt-ids 2,5,9 [--tokens 128] [--engines ...] [--threads 1]
   Prints {"ready": true, "ids": {engine: [int, ...]}, "eos_masked_steps": {"ort": [int, ...]}} once the engines
-  are loaded and warm; then reads engine names from stdin, one per line, and prints {"engine": str, "seconds": x}
-  for one run of each (an empty line or end of input stops it).
+  are loaded and warm; then reads engine names from stdin, one per line, and prints {"engine": str, "seconds": x,
+  "steps": [x, ...], "inside_seconds": x | null} for one run of each: its whole time, each decode step's seconds
+  from one model run's end to the next, and (the ort engine) its time inside session.run (an empty line or end of
+  input stops it).
 
 speech-serve: Hugging Face transformers' Whisper generate() on stored log-mel features, one run per request
     bench.py speech-serve --hf DIR --inputs FILE[,FILE...] --max-new-tokens N [--language en --task transcribe]
@@ -182,12 +184,19 @@ class OrtDecoder:
         return self.session.run(None, self._feed(np.array([ids], np.int64), 0, self.empty_past()))
 
     def greedy(self, prompt: list[int], tokens: int):
-        """(new ids, steps whose raw argmax was EOS, seconds on the prompt)."""
+        """(new ids, steps whose raw argmax was EOS, seconds on the prompt). Leaves in self.run_ends the moment
+        each session run returned (perf_counter seconds), and in self.run_seconds the time inside the runs."""
         past = self.empty_past()
         cur, start, out, masked, t_prefill = np.array([prompt], np.int64), 0, [], [], 0.0
+        self.run_ends = ends = []
+        self.run_seconds = 0.0
         t0 = time.perf_counter()
         for step in range(tokens):
-            res = self.session.run(self.outputs, self._feed(cur, start, past))
+            feed = self._feed(cur, start, past)
+            before = time.perf_counter()
+            res = self.session.run(self.outputs, feed)
+            ends.append(time.perf_counter())
+            self.run_seconds += ends[-1] - before
             if step == 0:
                 t_prefill = time.perf_counter() - t0
             for (name, (present, _, _, _)), value in zip(self.past.items(), res[1:]):
@@ -208,6 +217,12 @@ class OrtDecoder:
 # decode
 
 
+def step_seconds(run_ends: list[float]) -> list[float]:
+    """Each decode step's seconds, from one run's end to the next (the prompt's run is the first end): the loop's
+    own work on a step's output and the next run, as the Rust loops measure theirs (runtime::take_run_ends)."""
+    return [b - a for a, b in zip(run_ends, run_ends[1:])]
+
+
 class OrtEngine:
     """The plain Python onnxruntime loop. run() -> (seconds, prefill seconds); the tokens are checked each run."""
 
@@ -221,7 +236,7 @@ class OrtEngine:
         seconds = time.perf_counter() - t0
         if ids != self.ids:
             raise SystemExit("ort: the greedy tokens changed between runs")
-        return seconds, prefill
+        return seconds, prefill, step_seconds(self.dec.run_ends), self.dec.run_seconds
 
 
 class GenaiEngine:
@@ -240,7 +255,7 @@ class GenaiEngine:
         self.prompt, self.length = prompt, len(prompt) + args.tokens
         self.tokens = np.array([prompt], np.int32)
         self.ids, self.masked = None, None
-        self.ids, _, _ = self._generate()  # warm-up
+        self.ids, _, _, _ = self._generate()  # warm-up
         if len(self.ids) != args.tokens:
             raise SystemExit(f"genai generated {len(self.ids)} tokens, not {args.tokens}")
 
@@ -252,17 +267,19 @@ class GenaiEngine:
         t0 = time.perf_counter()
         gen.append_tokens(self.tokens)
         t1 = time.perf_counter()
+        ends = [t1]
         while not gen.is_done():
             gen.generate_next_token()
+            ends.append(time.perf_counter())
         t2 = time.perf_counter()
         ids = [int(x) for x in gen.get_sequence(0)][len(self.prompt):]
         if self.ids is not None and ids != self.ids:
             raise SystemExit("genai: the greedy tokens changed between runs")
-        return ids, t2 - t0, t1 - t0
+        return ids, t2 - t0, t1 - t0, step_seconds(ends)
 
     def run(self):
-        _, seconds, prefill = self._generate()
-        return seconds, prefill
+        _, seconds, prefill, steps = self._generate()
+        return seconds, prefill, steps, None
 
 
 ENGINES = {"genai": GenaiEngine, "genai-package": lambda a, p: GenaiEngine(a, p, package_settings=True),
@@ -309,8 +326,9 @@ def decode(args):
 
 def decode_serve(args) -> None:
     """Loads and warms the engines, prints {"ready": ..., "ids": {engine: ids}, "eos_masked_steps": ...}, then
-    for each engine name read from stdin runs it once and prints {"engine": name, "seconds": s}; an empty line or
-    end of input ends it. The caller times its own loop between these runs, so both sides see the same machine."""
+    for each engine name read from stdin runs it once and prints {"engine": name, "seconds": s, "steps": [...]}; an
+    empty line or end of input ends it. The caller times its own loop between these runs, so both sides see the
+    same machine."""
     engines = engines_of(args, prompt_of(args))
     emit({"ready": True, "ids": {n: e.ids for n, e in engines.items()},
           "eos_masked_steps": {n: e.masked for n, e in engines.items() if e.masked is not None}})
@@ -320,7 +338,8 @@ def decode_serve(args) -> None:
             break
         if name not in engines:
             raise SystemExit(f"decode-serve: no engine `{name}` (loaded: {', '.join(engines)})")
-        emit({"engine": name, "seconds": engines[name].run()[0]})
+        seconds, _, steps, inside = engines[name].run()
+        emit({"engine": name, "seconds": seconds, "steps": steps, "inside_seconds": inside})
 
 
 # ---------------------------------------------------------------------------------------------------------------

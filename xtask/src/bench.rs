@@ -170,17 +170,48 @@ impl DecodeLoop {
         Ok(l)
     }
 
-    /// One run: (tokens/s of the whole loop, tokens/s of its time inside ONNX Runtime's run calls).
-    pub fn run(&self) -> Result<(f64, f64), String> {
+    /// One timed run.
+    pub fn run(&self) -> Result<LoopRun, String> {
         let (t0, r0) = (Instant::now(), runtime::run_seconds());
-        let ids =
-            generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen();
+        runtime::record_run_ends();
+        let ids = generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None, &[]);
+        let ends = runtime::take_run_ends();
+        let ids = ids.map_err(|e| e.to_string())?.chosen();
         let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
         if ids != self.ids {
             return Err(format!("{}: the greedy tokens changed between runs", self.decoder.model.display()));
         }
-        Ok((self.tokens as f64 / wall, self.tokens as f64 / inside))
+        Ok(LoopRun::of(self.tokens, wall, inside, &ends))
     }
+}
+
+/// One timed run of a Rust decode loop.
+pub struct LoopRun {
+    /// Tokens per second of the whole loop.
+    pub rate: f64,
+    /// Tokens per second of its time inside ONNX Runtime's run calls.
+    pub inside: f64,
+    /// Each decode step's seconds, from one run call's end to the next: the loop's own work on a step's output and
+    /// the next run (bench.py times its Python loops the same way).
+    pub steps: Vec<f64>,
+}
+
+impl LoopRun {
+    fn of(tokens: usize, wall: f64, inside: f64, ends: &[Instant]) -> LoopRun {
+        let steps = ends.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+        LoopRun { rate: tokens as f64 / wall, inside: tokens as f64 / inside, steps }
+    }
+
+    /// The loop's own time per token outside ONNX Runtime's run calls (ms): the part of it that is not ONNX Runtime's.
+    fn own_ms(&self) -> f64 {
+        1e3 * (1.0 / self.rate - 1.0 / self.inside)
+    }
+}
+
+/// Tokens per second at the median decode step: a figure a burst of the machine's noise during a few steps does not
+/// move, where the whole run's rate takes every step as it came.
+fn step_rate(steps: &[f64]) -> f64 {
+    if steps.is_empty() { f64::NAN } else { 1.0 / Stats::of(steps.to_vec()).median }
 }
 
 /// The thinnest Rust loop over the same session: one plain `run` a step (the prompt, then one token), the present
@@ -199,10 +230,18 @@ impl OrtOnlyLoop {
         Ok(OrtOnlyLoop { decoder, prompt: prompt.to_vec(), tokens })
     }
 
-    /// One run: (tokens/s of the whole loop, tokens/s of its time inside ONNX Runtime's run calls), and the tokens
-    /// it chose.
-    pub fn run(&self) -> Result<((f64, f64), Vec<i64>), String> {
+    /// One timed run, and the tokens it chose.
+    pub fn run(&self) -> Result<(LoopRun, Vec<i64>), String> {
         let (t0, r0) = (Instant::now(), runtime::run_seconds());
+        runtime::record_run_ends();
+        let ids = self.greedy();
+        let ends = runtime::take_run_ends();
+        let ids = ids?;
+        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
+        Ok((LoopRun::of(self.tokens, wall, inside, &ends), ids))
+    }
+
+    fn greedy(&self) -> Result<Vec<i64>, String> {
         let mut cache = self.decoder.new_cache().map_err(|e| e.to_string())?;
         let mut input = self.prompt.clone();
         let mut ids = Vec::with_capacity(self.tokens);
@@ -212,15 +251,14 @@ impl OrtOnlyLoop {
             ids.push(next);
             input = vec![next];
         }
-        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
-        Ok(((self.tokens as f64 / wall, self.tokens as f64 / inside), ids))
+        Ok(ids)
     }
 }
 
 pub fn suite_decode(package: &Path, prompt: &[i64], tokens: usize, repeats: usize, provider: Provider) -> Result<SuiteDecode, String> {
     let l = DecodeLoop::new(package, prompt, tokens, provider)?;
     let runs = (0..repeats).map(|_| l.run()).collect::<Result<Vec<_>, _>>()?;
-    Ok(SuiteDecode { rates: runs.iter().map(|r| r.0).collect(), ids: l.ids })
+    Ok(SuiteDecode { rates: runs.iter().map(|r| r.rate).collect(), ids: l.ids })
 }
 
 /// bench.py's synthetic prompt of `len` tokens: [bos] + [4 + (7 i) mod (vocab - 4)].
@@ -611,17 +649,28 @@ impl Served {
         serde_json::from_str(&line).map_err(|e| format!("{}: {e}: {line}", self.what))
     }
 
-    /// The seconds of one run, asked for by `request` (an engine's name, a clip's index).
-    fn seconds(&mut self, request: &str) -> Result<f64, String> {
+    /// The answer to one run, asked for by `request` (an engine's name, a clip's index), and its seconds.
+    fn request(&mut self, request: &str) -> Result<(f64, Value), String> {
         use std::io::Write;
         writeln!(self.input, "{request}").and_then(|_| self.input.flush()).map_err(|e| format!("{}: {e}", self.what))?;
         let v = self.line()?;
-        v["seconds"].as_f64().ok_or_else(|| format!("{}: no seconds in {v}", self.what))
+        let seconds = v["seconds"].as_f64().ok_or_else(|| format!("{}: no seconds in {v}", self.what))?;
+        Ok((seconds, v))
     }
 
-    /// Tokens per second of one run of `engine`.
-    fn run(&mut self, engine: &str, tokens: usize) -> Result<f64, String> {
-        Ok(tokens as f64 / self.seconds(engine)?)
+    /// The seconds of one run, asked for by `request`.
+    fn seconds(&mut self, request: &str) -> Result<f64, String> {
+        Ok(self.request(request)?.0)
+    }
+
+    /// One run of `engine`: its tokens per second, its decode steps' seconds (as [`LoopRun::steps`]) and, where the
+    /// engine times its model runs (python ort), its own time per token outside them (ms).
+    fn run(&mut self, engine: &str, tokens: usize) -> Result<(f64, Vec<f64>, f64), String> {
+        let (seconds, v) = self.request(engine)?;
+        let steps = v["steps"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect::<Vec<_>>());
+        let steps = steps.ok_or_else(|| format!("{}: no steps in {v}", self.what))?;
+        let own = v["inside_seconds"].as_f64().map_or(f64::NAN, |inside| 1e3 * (seconds - inside) / tokens as f64);
+        Ok((tokens as f64 / seconds, steps, own))
     }
 }
 
@@ -670,7 +719,8 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
                 genai_rs_ids = run.tokens;
                 let suite_run = |row: &mut [f64; 6]| -> Result<(), String> {
                     settle();
-                    (row[0], row[1]) = suite.run()?;
+                    let r = suite.run()?;
+                    (row[0], row[1]) = (r.rate, r.inside);
                     Ok(())
                 };
                 if pair % 2 == 0 {
@@ -679,7 +729,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
                 if let Some(py) = py.as_mut() {
                     for (i, e) in ENGINES.iter().enumerate() {
                         settle();
-                        row[2 + i] = py.run(e, o.tokens)?;
+                        row[2 + i] = py.run(e, o.tokens)?.0;
                     }
                 }
                 if pair % 2 == 1 {
@@ -768,6 +818,8 @@ fn dir_mb(dir: &Path) -> f64 {
 /// time and the memory it adds against its size on disk, prefill latency at two lengths (one past Gemma-3's
 /// 512-token window), and decode throughput of the suite's loop against onnxruntime-genai and the Python
 /// onnxruntime loop in interleaved pairs. Only the last position's logits row ever leaves ONNX Runtime's output.
+/// Each ratio is given twice: over whole runs, and at the median decode step (every loop's steps timed from one
+/// run call's end to the next), which a burst of the machine's noise inside one engine's run does not move.
 fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, String> {
     let root = crate::real::link();
     let packages = [
@@ -782,7 +834,7 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
     }
     table.push(String::new());
     table.push(format!(
-        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | ort-only rust | vs genai | vs python ort | vs ort-only rust | own ms/token: suite, ort-only rust |",
+        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | ort-only rust | vs genai: run; median step | vs python ort: run; median step | vs ort-only rust: run; median step | own ms/token: suite, ort-only rust, python ort |",
         o.tokens
     ));
     table.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|".into());
@@ -810,55 +862,65 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
         let thin = OrtOnlyLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
         let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
-        // Per pair: tok/s of the suite, genai, python ort and the ORT-only loop, then each Rust loop's own time per
-        // token outside ONNX Runtime's run calls (ms): the part of a loop that is not ONNX Runtime's.
-        let own = |(wall, inside): (f64, f64)| 1e3 * (1.0 / wall - 1.0 / inside);
-        let mut rows: Vec<[f64; 6]> = Vec::new();
+        // Per pair, for the suite, genai, python ort and the ORT-only loop: tok/s of the whole run (columns 0-3) and
+        // at the median step (4-7); then the suite's, the ORT-only loop's and python ort's own time per token outside
+        // ONNX Runtime's run calls (ms, 8-10).
+        let suite_run = |row: &mut [f64; 11]| -> Result<(), String> {
+            settle();
+            let r = suite.run()?;
+            (row[0], row[4], row[8]) = (r.rate, step_rate(&r.steps), r.own_ms());
+            Ok(())
+        };
+        let mut rows: Vec<[f64; 11]> = Vec::new();
         for pair in 0..o.pairs.min(5) {
-            let mut row = [f64::NAN; 6];
+            let mut row = [f64::NAN; 11];
             if pair % 2 == 0 {
-                settle();
-                let r = suite.run()?;
-                (row[0], row[4]) = (r.0, own(r));
+                suite_run(&mut row)?;
             }
             settle();
-            let (rates, ids) = thin.run()?;
+            let (r, ids) = thin.run()?;
             if ids != suite.ids {
                 return Err(format!("{rel}: the ORT-only loop chose other tokens than the suite's loop: no figure"));
             }
-            (row[3], row[5]) = (rates.0, own(rates));
+            (row[3], row[7], row[9]) = (r.rate, step_rate(&r.steps), r.own_ms());
             if let Some(py) = py.as_mut() {
-                settle();
-                row[1] = py.run("genai", o.tokens)?;
-                settle();
-                row[2] = py.run("ort", o.tokens)?;
+                for (i, engine) in [(1, "genai"), (2, "ort")] {
+                    settle();
+                    let (rate, steps, own) = py.run(engine, o.tokens)?;
+                    (row[i], row[4 + i]) = (rate, step_rate(&steps));
+                    if engine == "ort" {
+                        row[10] = own;
+                    }
+                }
             }
             if pair % 2 == 1 {
-                settle();
-                let r = suite.run()?;
-                (row[0], row[4]) = (r.0, own(r));
+                suite_run(&mut row)?;
             }
             rows.push(row);
         }
         drop(py.take());
         let col = |i: usize| finite_stats(rows.iter().map(|r| r[i]));
+        // The suite against peer `i`, pair by pair: whole runs, or median steps.
         let vs = |i: usize| finite_stats(rows.iter().map(|r| ratio(r[0], r[i])));
+        let vs_step = |i: usize| finite_stats(rows.iter().map(|r| ratio(r[4], r[4 + i])));
         let cell = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.1}", s.median));
         let r2 = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max));
         let ms = |s: Option<Stats>| s.map_or("-".into(), |s| format!("{:.2}", s.median));
+        let both = |i: usize| format!("{}; {}", r2(vs(i)), r2(vs_step(i)));
         table.push(format!(
-            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {}, {} |",
+            "| {rel} | {size:.0} | {load:.2} | {added:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {}, {}, {} |",
             pre[0].median * 1e3,
             pre[1].median * 1e3,
             cell(col(0)),
             cell(col(1)),
             cell(col(2)),
             cell(col(3)),
-            r2(vs(1)),
-            r2(vs(2)),
-            r2(vs(3)),
-            ms(col(4)),
-            ms(col(5))
+            both(1),
+            both(2),
+            both(3),
+            ms(col(8)),
+            ms(col(9)),
+            ms(col(10))
         ));
         let j = |s: Option<Stats>| s.map(|s| s.json());
         out.push(json!({
@@ -866,7 +928,10 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
             "prefill_seconds": { "64": pre[0].json(), "600": pre[1].json() },
             "decode_tokens": o.tokens, "suite": j(col(0)), "genai": j(col(1)), "python_ort": j(col(2)),
             "decode_vs_genai": j(vs(1)), "decode_vs_python_ort": j(vs(2)), "ort_only_rust": j(col(3)),
-            "decode_vs_ort_only_rust": j(vs(3)), "own_ms_per_token": { "suite": j(col(4)), "ort_only_rust": j(col(5)) },
+            "decode_vs_ort_only_rust": j(vs(3)),
+            "median_step": { "suite": j(col(4)), "genai": j(col(5)), "python_ort": j(col(6)), "ort_only_rust": j(col(7)),
+                             "vs_genai": j(vs_step(1)), "vs_python_ort": j(vs_step(2)), "vs_ort_only_rust": j(vs_step(3)) },
+            "own_ms_per_token": { "suite": j(col(8)), "ort_only_rust": j(col(9)), "python_ort": j(col(10)) },
             "peak_rss_mb_so_far": peak_rss_mb(),
         }));
     }
@@ -1551,6 +1616,19 @@ mod tests {
         assert_eq!(flac_seconds(&clip).unwrap(), 9.115);
         let e = flac_seconds(&workspace_root().join("Cargo.toml")).unwrap_err();
         assert!(e.contains("Cargo.toml") && e.contains("not a FLAC file"), "{e}");
+    }
+
+    #[test]
+    fn a_loop_s_steps_are_the_gaps_between_its_run_ends_and_its_step_rate_their_median() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        // Four run ends (the prompt's, then three steps of 10, 50 and 20 ms) over 0.2 s of wall, 0.1 s inside runs.
+        let run = LoopRun::of(4, 0.2, 0.1, &[at(0), at(10), at(60), at(80)]);
+        let steps: Vec<u64> = run.steps.iter().map(|s| (s * 1e3).round() as u64).collect();
+        assert_eq!(steps, [10, 50, 20]);
+        assert!((step_rate(&run.steps) - 50.0).abs() < 1e-6, "the median step is 20 ms: 50 tok/s");
+        assert!((run.own_ms() - 25.0).abs() < 1e-9, "(0.2 - 0.1) s over 4 tokens");
+        assert!(step_rate(&[]).is_nan(), "no steps, no figure");
     }
 
     #[test]

@@ -125,10 +125,33 @@ pub fn load_seconds() -> f64 {
     LOAD_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
 }
 
+thread_local! {
+    /// When this thread records them ([`record_run_ends`]), the moment each of its run calls returned.
+    static RUN_ENDS: std::cell::RefCell<Option<Vec<std::time::Instant>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Starts recording, on this thread, the moment each ONNX Runtime run call returns (dropping any earlier record).
+/// A decode loop makes one run a step, so the gaps between the ends are its steps, each with the loop's own work on
+/// the step's output: the bench times every loop, Python's too, that way.
+pub fn record_run_ends() {
+    RUN_ENDS.with(|r| *r.borrow_mut() = Some(Vec::new()));
+}
+
+/// What [`record_run_ends`] recorded on this thread since, and stops recording.
+pub fn take_run_ends() -> Vec<std::time::Instant> {
+    RUN_ENDS.with(|r| r.borrow_mut().take()).unwrap_or_default()
+}
+
 fn timed<T>(f: impl FnOnce() -> T) -> T {
     let t0 = std::time::Instant::now();
     let out = f();
-    RUN_NANOS.fetch_add(t0.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    let end = std::time::Instant::now();
+    RUN_NANOS.fetch_add((end - t0).as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    RUN_ENDS.with(|r| {
+        if let Some(ends) = r.borrow_mut().as_mut() {
+            ends.push(end);
+        }
+    });
     out
 }
 
@@ -993,6 +1016,22 @@ pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_ends_are_recorded_per_thread_only_while_asked_for() {
+        timed(|| ());
+        assert!(take_run_ends().is_empty(), "nothing is recorded unless asked");
+        record_run_ends();
+        let before = std::time::Instant::now();
+        timed(|| ());
+        std::thread::spawn(|| timed(|| ())).join().unwrap();
+        timed(|| ());
+        let ends = take_run_ends();
+        assert_eq!(ends.len(), 2, "this thread's two runs, not the other thread's");
+        assert!(before <= ends[0] && ends[0] <= ends[1]);
+        timed(|| ());
+        assert!(take_run_ends().is_empty(), "taking the record stops it");
+    }
 
     #[test]
     fn cpu_cannot_run_names_the_node_or_the_bf16_type_error_and_nothing_else() {
