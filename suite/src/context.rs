@@ -16,12 +16,15 @@ pub struct RunContext {
     pub require_models: bool,
     /// Where the trials run (`MOBIUS_TEST_DEVICE`).
     pub device: Device,
+    /// How many sessions a gate shares its items over; `None`: one a core, up to four. The bench's overhead section
+    /// sets 1, so that its one worker is one thread and its engines' time is a part of its wall time.
+    pub gate_sessions: Option<usize>,
 }
 
 impl RunContext {
     /// A local run on the CPU: not CI, models not required.
     pub fn local() -> RunContext {
-        RunContext { ci: false, require_models: false, device: Device::Cpu }
+        RunContext { ci: false, require_models: false, device: Device::Cpu, gate_sessions: None }
     }
 
     /// The settings as the environment gives them. A setting with a value it does not accept is an error naming it.
@@ -30,6 +33,7 @@ impl RunContext {
             ci: ci_from(std::env::var("CI").ok().as_deref()),
             require_models: flag("MOBIUS_REQUIRE_MODELS", std::env::var("MOBIUS_REQUIRE_MODELS").ok().as_deref())?,
             device: Device::from_env()?,
+            gate_sessions: None,
         })
     }
 

@@ -473,8 +473,10 @@ fn time_trials(root: &Path, threads: usize) -> Timed {
     let plan = tiny_plan(&suite);
     let engines = || (runtime::run_seconds(), runtime::load_seconds(), genai::run_seconds());
     let (r0, l0, g0) = engines();
+    // One worker is one thread: the gates' items are not shared out over sessions of their own either.
+    let ctx = RunContext { gate_sessions: (threads == 1).then_some(1), ..bench_context() };
     let t0 = Instant::now();
-    let done = trial::run_parallel(&suite, &plan, &bench_context(), threads, |_| {});
+    let done = trial::run_parallel(&suite, &plan, &ctx, threads, |_| {});
     let wall = t0.elapsed().as_secs_f64();
     let (r1, l1, g1) = engines();
     let failed = done.iter().filter(|f| f.outcome.is_fail()).map(|f| f.name.clone()).collect();
@@ -495,7 +497,15 @@ fn overhead_section(source: &Path, table: &mut Vec<String>, failures: &mut Vec<S
     let warm = time_trials(source, 1);
     // A first run that failed is the answer: timing the same failures again would add nothing.
     let t = if warm.refusal().is_none() { time_trials(source, 1) } else { warm };
-    let why = t.refusal().or_else(|| (t.engines() <= 0.0).then(|| format!("no time inside any engine ({})", t.tally())));
+    let why = t.refusal().or_else(|| (t.engines() <= 0.0).then(|| format!("no time inside any engine ({})", t.tally()))).or_else(|| {
+        (t.suite_seconds() < 0.0).then(|| {
+            format!(
+                "the engines' time ({:.3}s) exceeds the wall time ({:.3}s): some of the work ran on other threads, so the rest is not the suite's own",
+                t.engines(),
+                t.wall
+            )
+        })
+    });
     table.push(String::new());
     if let Some(why) = why {
         table.push(format!("suite overhead: {}: {why}: no figure", shown(source)));

@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::run::runtime::{self, Decoder, Provider};
 
-/// `decoder` and replicas of it (sessions of their own, same options): one a core, up to four, never more than
-/// there are items.
-pub fn decoders(decoder: &Arc<Decoder>, items: usize, provider: Provider) -> Result<Vec<Arc<Decoder>>> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(items.max(1));
+/// `decoder` and replicas of it (sessions of their own, same options): `sessions` of them, else one a core up to
+/// four; never more than there are items.
+pub fn decoders(decoder: &Arc<Decoder>, items: usize, provider: Provider, sessions: Option<usize>) -> Result<Vec<Arc<Decoder>>> {
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let n = sessions.unwrap_or_else(cores).max(1).min(items.max(1));
     let mut all = vec![decoder.clone()];
     for _ in 1..n {
         all.push(runtime::decoder_replica(&decoder.model, provider)?);

@@ -50,8 +50,8 @@ impl Trial<'_> {
             Err(skip) => return Ok(skip),
         };
         let eos = self.eos_ids(&package)?;
-        // Both cores (or all, up to four): one session a worker, the items shared out; batch 1 all the same.
-        let decoders = crate::run::workers::decoders(&decoder, items.len(), provider)?;
+        // One session a core (up to four, or the run's `gate_sessions`), the items shared out; batch 1 all the same.
+        let decoders = crate::run::workers::decoders(&decoder, items.len(), provider, self.ctx.gate_sessions)?;
         let scoring = eval::score(&decoders, task, items, &tokenizer, &eos, self.package_vocab(&package)?, eval::Strategy::Cached)
             .map_err(|e| e.context(task_file))?;
         drop(decoders);

@@ -128,7 +128,7 @@ impl Trial<'_> {
                 Err(skip) => return Ok(skip),
             };
             // One session a core, the items shared out, each run batch 1 as before (the encoder's session is shared).
-            let decoders = crate::run::workers::decoders(&decoder, items.len(), provider)?;
+            let decoders = crate::run::workers::decoders(&decoder, items.len(), provider, self.ctx.gate_sessions)?;
             let outputs = crate::run::workers::share_out(
                 &decoders,
                 items,
