@@ -172,16 +172,13 @@ impl DecodeLoop {
 
     /// One timed run.
     pub fn run(&self) -> Result<LoopRun, String> {
-        let (t0, r0) = (Instant::now(), runtime::run_seconds());
-        runtime::record_run_ends();
-        let ids = generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None, &[]);
-        let ends = runtime::take_run_ends();
-        let ids = ids.map_err(|e| e.to_string())?.chosen();
-        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
+        let (run, ids) = LoopRun::time(self.tokens, || {
+            Ok(generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen())
+        })?;
         if ids != self.ids {
             return Err(format!("{}: the greedy tokens changed between runs", self.decoder.model.display()));
         }
-        Ok(LoopRun::of(self.tokens, wall, inside, &ends))
+        Ok(run)
     }
 }
 
@@ -197,6 +194,16 @@ pub struct LoopRun {
 }
 
 impl LoopRun {
+    /// Times `greedy`, a loop making `tokens` tokens on this thread, and returns what it returned.
+    fn time<T>(tokens: usize, greedy: impl FnOnce() -> Result<T, String>) -> Result<(LoopRun, T), String> {
+        let (t0, r0) = (Instant::now(), runtime::run_seconds());
+        runtime::record_run_ends();
+        let out = greedy();
+        let ends = runtime::take_run_ends();
+        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
+        Ok((LoopRun::of(tokens, wall, inside, &ends), out?))
+    }
+
     fn of(tokens: usize, wall: f64, inside: f64, ends: &[Instant]) -> LoopRun {
         let steps = ends.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
         LoopRun { rate: tokens as f64 / wall, inside: tokens as f64 / inside, steps }
@@ -232,13 +239,7 @@ impl OrtOnlyLoop {
 
     /// One timed run, and the tokens it chose.
     pub fn run(&self) -> Result<(LoopRun, Vec<i64>), String> {
-        let (t0, r0) = (Instant::now(), runtime::run_seconds());
-        runtime::record_run_ends();
-        let ids = self.greedy();
-        let ends = runtime::take_run_ends();
-        let ids = ids?;
-        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
-        Ok((LoopRun::of(self.tokens, wall, inside, &ends), ids))
+        LoopRun::time(self.tokens, || self.greedy())
     }
 
     fn greedy(&self) -> Result<Vec<i64>, String> {
