@@ -462,6 +462,20 @@ impl Timed {
         (self.counts.skip == self.trials).then(|| format!("no trial ran ({})", self.tally()))
     }
 
+    /// Why no overhead figure may be taken from this one-worker run: [`Timed::refusal`], no time inside any engine,
+    /// or more time inside them than the wall time (work on other threads, whose rest is not the suite's own).
+    fn overhead_refusal(&self) -> Option<String> {
+        self.refusal().or_else(|| (self.engines() <= 0.0).then(|| format!("no time inside any engine ({})", self.tally()))).or_else(|| {
+            (self.suite_seconds() < 0.0).then(|| {
+                format!(
+                    "the engines' time ({:.3}s) exceeds the wall time ({:.3}s): some of the work ran on other threads, so the rest is not the suite's own",
+                    self.engines(),
+                    self.wall
+                )
+            })
+        })
+    }
+
     fn json(&self) -> Value {
         let c = &self.counts;
         json!({ "trials": self.trials, "passed": c.pass + c.ambiguous + c.accepted, "xfail": c.xfail, "skipped": c.skip,
@@ -498,15 +512,7 @@ fn overhead_section(source: &Path, table: &mut Vec<String>, failures: &mut Vec<S
     let warm = time_trials(source, 1);
     // A first run that failed is the answer: timing the same failures again would add nothing.
     let t = if warm.refusal().is_none() { time_trials(source, 1) } else { warm };
-    let why = t.refusal().or_else(|| (t.engines() <= 0.0).then(|| format!("no time inside any engine ({})", t.tally()))).or_else(|| {
-        (t.suite_seconds() < 0.0).then(|| {
-            format!(
-                "the engines' time ({:.3}s) exceeds the wall time ({:.3}s): some of the work ran on other threads, so the rest is not the suite's own",
-                t.engines(),
-                t.wall
-            )
-        })
-    });
+    let why = t.overhead_refusal();
     table.push(String::new());
     if let Some(why) = why {
         table.push(format!("suite overhead: {}: {why}: no figure", shown(source)));
@@ -1627,6 +1633,27 @@ mod tests {
         assert_eq!(flac_seconds(&clip).unwrap(), 9.115);
         let e = flac_seconds(&workspace_root().join("Cargo.toml")).unwrap_err();
         assert!(e.contains("Cargo.toml") && e.contains("not a FLAC file"), "{e}");
+    }
+
+    #[test]
+    fn an_overhead_run_whose_engines_outlast_its_wall_time_gets_no_figure() {
+        let counts = Counts { pass: 3, ..Counts::default() };
+        let timed = |wall: f64, ort_runs: f64, genai: f64| Timed {
+            wall,
+            ort_runs,
+            ort_loads: 0.0,
+            genai,
+            trials: 3,
+            counts,
+            failed: Vec::new(),
+            skipped: Vec::new(),
+            first_failure: None,
+        };
+        assert_eq!(timed(3.6, 1.6, 1.5).overhead_refusal(), None, "the suite's own 0.5 s of 3.6 s");
+        let why = timed(2.931, 1.498, 1.568).overhead_refusal().expect("engines 3.066 s > wall 2.931 s");
+        assert!(why.contains("engines' time (3.066s) exceeds the wall time (2.931s)"), "{why}");
+        let idle = timed(1.0, 0.0, 0.0).overhead_refusal().expect("no engine time");
+        assert!(idle.starts_with("no time inside any engine (3 trials"), "{idle}");
     }
 
     #[test]
