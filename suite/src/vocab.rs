@@ -143,9 +143,11 @@ impl Level {
     }
 
     /// The levels of a modality's trials: the case's, plus the encoders its media go through, plus genai's run. The
-    /// distribution level reads text alone: it is a text trial only.
-    pub fn for_modality(case_levels: &[Level], modality: Modality) -> Vec<Level> {
-        let mut v: Vec<Level> = case_levels.iter().copied().filter(|&l| l != Level::Dist || modality == Modality::Text).collect();
+    /// distribution level runs once per case: on its text trials, or for a speech-to-text case (whose one modality is
+    /// audio) on its audio trials.
+    pub fn for_modality(case_levels: &[Level], modality: Modality, speech_to_text: bool) -> Vec<Level> {
+        let dist_here = if speech_to_text { modality == Modality::Audio } else { modality == Modality::Text };
+        let mut v: Vec<Level> = case_levels.iter().copied().filter(|&l| l != Level::Dist || dist_here).collect();
         if matches!(modality, Modality::Image | Modality::ImageAudio) {
             v.push(Level::VisionEncoder);
         }

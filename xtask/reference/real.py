@@ -22,6 +22,8 @@ and for each speech model of SPEECH (Whisper, CTranslate2 checkpoints shipped as
                                      by transcribing the bundled LibriSpeech clip
     <name>/onnx/{ep}-{dtype}/        mobius build (encoder/ + decoder/ + genai_config.json); int4: both models of
                                      the f32 package quantized (int4_encoder_decoder)
+    dist-audio/                      the distribution level's speech corpus (fixtures/dist/speech.jsonl), spoken
+                                     by espeak-ng as the speech cases' clips are
     audio/                           the speech cases' clips, spoken by espeak-ng from CLIPS' text (Debian's
                                      package; `.ci/run` installs it), resampled to 16 kHz mono FLAC
     datasets/datasets--lmms-lab-audio--librispeech/
@@ -395,6 +397,41 @@ def speak(out_dir):
         log(f"      {file}: {len(pcm) / CLIP_RATE:.2f} s")
 
 
+# The distribution level's speech corpus (fixtures/dist/speech.jsonl): paragraphs written for the suite, each
+# spoken by espeak-ng as the speech cases' clips are, into the file its line names under DIST_AUDIO.
+DIST_CORPUS = "fixtures/dist/speech.jsonl"
+DIST_AUDIO = "dist-audio"
+
+
+def dist_corpus():
+    """DIST_CORPUS's utterances: (file name, text), each line's `audio` the file under target/real/DIST_AUDIO."""
+    path = os.path.join(HERE, "..", "..", DIST_CORPUS)
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            u = json.loads(line)
+            want = f"target/real/{DIST_AUDIO}/{u['name']}.flac"
+            if u.get("audio") != want:
+                raise SystemExit(f"{DIST_CORPUS}:{n}: `audio` is {u.get('audio')!r}; `cargo xtask real` speaks it "
+                                 f"into {want!r}")
+            out.append((f"{u['name']}.flac", u["text"]))
+    return out
+
+
+def speak_dist(out_dir):
+    """DIST_CORPUS's paragraphs, spoken as the speech cases' clips are (a quarter second of silence each side)."""
+    import soundfile as sf
+
+    for file, text in dist_corpus():
+        pcm = spoken(ESPEAK, text, os.path.join(out_dir, file + ".wav"), 0.25, 0.25)
+        if len(pcm) > 29 * CLIP_RATE:
+            raise SystemExit(f"{DIST_CORPUS}: {file} is {len(pcm) / CLIP_RATE:.1f} s spoken; Whisper hears 30 s")
+        sf.write(os.path.join(out_dir, file), pcm, CLIP_RATE, subtype="PCM_16", format="FLAC")
+    log(f"      {len(dist_corpus())} clips")
+
+
 def gate_sentences():
     """SPEECH_GATE's sentences: one a line, plain ASCII, none empty or repeated."""
     path = os.path.join(HERE, "..", "..", SPEECH_GATE["sentences"])
@@ -568,6 +605,10 @@ def main():
         log("audio:")
         b.step("audio: the speech cases' clips (espeak-ng)", os.path.join(cache, "audio"),
                {"clips": CLIPS, "espeak": [ESPEAK, espeak_version()], "rate": CLIP_RATE}, speak)
+        with open(os.path.join(HERE, "..", "..", DIST_CORPUS), "rb") as fh:
+            dist_sha = hashlib.sha256(fh.read()).hexdigest()
+        b.step("dist-audio: the distribution level's speech corpus (espeak-ng)", os.path.join(cache, DIST_AUDIO),
+               {"corpus": dist_sha, "espeak": [ESPEAK, espeak_version()], "rate": CLIP_RATE}, speak_dist)
         with open(os.path.join(HERE, "..", "..", SPEECH_GATE["sentences"]), "rb") as fh:
             sentences_sha = hashlib.sha256(fh.read()).hexdigest()
         gate_versions = {p: md.version(p) for p in ("datasets", "pyarrow", "soundfile", "scipy", "numpy")}
@@ -620,7 +661,7 @@ def main():
         def rebuilt(k):
             parts = k.split("/")
             return parts[0] in names + speech or (parts[0] == "ct2" and parts[1] in speech) or \
-                (parts[0] in ("audio", "datasets") and speech)
+                (parts[0] in ("audio", "datasets", DIST_AUDIO) and speech)
 
         keep = {k: v for k, v in old.items() if not rebuilt(k)}
         keep_sizes = {k: v for k, v in old_sizes.items() if k in keep}

@@ -31,7 +31,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_jso
         .ok_or_else(|| "field `distribution` needs a tokenizer".to_string())?
         .resolve("tokenizer.json")
         .map_err(|e| e.to_string())?;
-    let corpus = root.join(&spec.corpus);
+    let corpus = root.join(spec.corpus());
     if !case.spec.external_paths {
         for (field, p) in [("reference", &reference), ("tokenizer", &tokenizer), ("distribution.corpus", &corpus)] {
             mobius_conformance::paths::confine(root, p, &format!("{}: field `{field}`", case.file), mobius_conformance::paths::CASE_HINT)
@@ -52,24 +52,51 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_jso
             _ => None,
         })
         .collect();
-    // Which weights the int4 floor quantizes: those of the first local int4 package (its structure, not its values).
-    let int4_model = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
-        Some(Location::Local(p)) => mobius_conformance::feed::package::package_model(p).ok(),
-        _ => None,
-    });
     let raw = work.join(format!("{}.dist.safetensors", case.name));
-    let job = serde_json::json!({
+    let mut job = serde_json::json!({
         "case": case.name,
         "reference": reference,
         "tokenizer": tokenizer,
         "corpus": corpus,
-        "n_ctx": spec.n_ctx,
         "k": spec.k,
         "floors": floors.iter().map(|d| d.name()).collect::<Vec<_>>(),
         "packages": packages,
-        "int4_model": int4_model,
         "out": raw,
     });
+    if case.is_speech_to_text() && !case.spec.external_paths {
+        // The reference reads each utterance's clip: inside the root, as the trial reads it.
+        let text = std::fs::read_to_string(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+        for u in mobius_conformance::judge::dist::speech_corpus(spec.corpus(), &text).map_err(|e| e.to_string())? {
+            let what = format!("{}: utterance `{}`: field `audio`", spec.corpus(), u.name);
+            mobius_conformance::paths::confine(root, &root.join(&u.audio), &what, mobius_conformance::paths::CASE_HINT)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    if case.is_speech_to_text() {
+        // Utterances, each its clip through the encoder (paths relative to the root); the int4 floor quantizes what
+        // the int4 package's encoder and decoder quantized.
+        let int4_package = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
+            Some(Location::Local(p)) => Some(p.clone()),
+            _ => None,
+        });
+        let g = &case.spec.generation;
+        job["speech"] = true.into();
+        job["root"] = serde_json::json!(root);
+        job["int4_package"] = serde_json::json!(int4_package);
+        job["language"] = serde_json::json!(g.lang);
+        job["task"] = serde_json::json!(g.task.map(|t| match t {
+            mobius_conformance::plan::case::SpeechTask::Transcribe => "transcribe",
+            mobius_conformance::plan::case::SpeechTask::Translate => "translate",
+        }));
+    } else {
+        // Which weights the int4 floor quantizes: those of the first local int4 package (its structure, not its values).
+        let int4_model = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
+            Some(Location::Local(p)) => mobius_conformance::feed::package::package_model(p).ok(),
+            _ => None,
+        });
+        job["n_ctx"] = spec.n_ctx().into();
+        job["int4_model"] = serde_json::json!(int4_model);
+    }
     Ok(Some((job, DistJob { case: case.clone(), raw, out: suite.dist_golden_path(case) })))
 }
 
@@ -81,11 +108,13 @@ pub fn write(suite: &Suite, job: &DistJob, force: bool, dry_run: bool, tally: &m
     let shown = relative(root, &job.out);
     let bytes = std::fs::read(&job.raw).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let g = DistGolden::parse(&job.raw.display().to_string(), &bytes).map_err(|e| e.to_string())?;
+    let segments = match g.n_ctx() {
+        Some(n_ctx) => format!("{} chunks of {n_ctx}", g.chunks()),
+        None => format!("{} utterances", g.chunks()),
+    };
     let mut lines = vec![format!(
-        "dist       {}: {} chunks of {}, {} scored positions, top {} + tail; floors {}",
+        "dist       {}: {segments}, {} scored positions, top {} + tail; floors {}",
         job.case.name,
-        g.chunks(),
-        g.n_ctx,
         g.positions(),
         g.k,
         g.floors.iter().map(|(d, f)| format!("{d} {:.3e}", f.mean_kld)).collect::<Vec<_>>().join(", ")

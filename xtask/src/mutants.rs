@@ -482,6 +482,16 @@ const MUTANTS: &[Mutant] = &[
         part: Part::Decoder,
         patch: |m, _| scale_nbits_scales(m, "layers.1.mlp.down_proj", 1.01),
     },
+    Mutant {
+        real: true,
+        name: "real-int4-scales-x1.01-whisper",
+        bug: "one int4 weight's block scales off by 1% (Whisper tiny.en int4, a decoder MLP weight)",
+        case: "whisper-tiny-en",
+        ep: Ep::Default,
+        dtype: Dtype::Int4,
+        part: Part::Decoder,
+        patch: |m, _| scale_nbits_scales(m, "decoder.layers.1.fc1.", 1.01),
+    },
 ];
 
 // ---- the patches ----------------------------------------------------------------------------------------------
@@ -873,8 +883,14 @@ fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Var
             mirror(r, root, &baseline)?;
             mirror(r, root, &mobius_conformance::accuracy::media_gate::inputs_path(&baseline))?;
         }
-        let corpus = case.spec.distribution.as_ref().map(|d| &d.corpus);
-        let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten().chain(corpus);
+        // The distribution level's corpus, and a speech corpus's clips.
+        let mut corpus: Vec<String> = case.spec.distribution.iter().map(|d| d.corpus().to_string()).collect();
+        if let Some(d) = case.spec.distribution.as_ref().filter(|_| case.is_speech_to_text()) {
+            let text = std::fs::read_to_string(r.join(d.corpus())).unwrap_or_default();
+            let utterances = mobius_conformance::judge::dist::speech_corpus(d.corpus(), &text).unwrap_or_default();
+            corpus.extend(utterances.into_iter().map(|u| u.audio));
+        }
+        let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten().chain(&corpus);
         let media = case.spec.inputs.images.iter().chain(&case.spec.inputs.audio);
         for p in named.chain(media) {
             if let Ok(Location::Local(p)) = Location::parse(r, p) {

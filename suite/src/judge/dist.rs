@@ -72,15 +72,29 @@ pub struct KSweep {
     pub captured: BTreeMap<String, f64>,
 }
 
+/// How a golden's corpus is cut into segments, each prefilled on its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Segments {
+    /// Text: chunks of `n_ctx` tokens (llama.cpp's scheme), the second half of each scored.
+    Chunks { n_ctx: usize },
+    /// Speech: one segment per utterance (the decoder's forced prefix, the transcript, end of text), each after
+    /// its clip went through the encoder; every transcript token and the end of text scored. Per utterance, its
+    /// name and the sha256 of its clip as the reference heard it.
+    Utterances { names: Vec<String>, audio_sha256: Vec<String> },
+}
+
 /// The reference's side of the distribution level.
 #[derive(Debug, Clone)]
 pub struct DistGolden {
-    pub n_ctx: usize,
+    pub segments: Segments,
     pub k: usize,
-    /// The first scored position of each chunk (n_ctx / 2): positions `first .. n_ctx - 1` predict the next token.
+    /// The first scored position of each segment (a chunk's n_ctx / 2; an utterance's last prefix position):
+    /// positions `first .. len - 1` predict the next token.
     pub first: usize,
-    /// The chunks as fed, `[chunks, n_ctx]` row after row.
+    /// The segments as fed, one after another.
     pub tokens: Vec<i64>,
+    /// Each segment's (start, length) in `tokens`.
+    pub bounds: Vec<(usize, usize)>,
     pub top_ids: Vec<i64>,
     pub top_logprobs: Vec<f32>,
     pub tail_logprob: Vec<f32>,
@@ -136,10 +150,15 @@ impl DistGolden {
         let number = |name: &str| -> Result<usize> {
             field(name)?.parse().map_err(|_| Error::new(format!("{file}: metadata field `{name}` is not a whole number")))
         };
-        let (n_ctx, k, first) = (number("n_ctx")?, number("k")?, number("first")?);
-        if n_ctx < 8 || first != n_ctx / 2 || k == 0 {
-            bail!("{file}: metadata n_ctx={n_ctx}, first={first}, k={k}: expected first = n_ctx / 2, n_ctx >= 8, k >= 1");
+        let (k, first) = (number("k")?, number("first")?);
+        if k == 0 {
+            bail!("{file}: metadata k=0: expected k >= 1");
         }
+        let speech = match meta.get("segments").map(String::as_str) {
+            None | Some("chunks") => false,
+            Some("utterances") => true,
+            Some(o) => bail!("{file}: metadata `segments` is {o:?}, expected \"chunks\" or \"utterances\""),
+        };
         let json = |name: &str| -> Result<serde_json::Value> {
             serde_json::from_str(field(name)?).map_err(|e| Error::new(format!("{file}: metadata field `{name}`: {e}")))
         };
@@ -151,12 +170,55 @@ impl DistGolden {
             serde_json::from_value(json("k_sweep")?).map_err(|e| Error::new(format!("{file}: metadata field `k_sweep`: {e}")))?;
         let st = safetensors::SafeTensors::deserialize(bytes).at(file)?;
         let tok = st.tensor("tokens").at(format!("{file}: tensor `tokens`"))?;
-        let chunks = match tok.shape() {
-            [c, n] if *n == n_ctx && *c > 0 => *c,
-            s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [chunks, {n_ctx}]"),
+        let (segments, tokens, bounds) = if speech {
+            let t = match tok.shape() {
+                [t] if *t > 0 => *t,
+                s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [tokens] (the utterances one after another)"),
+            };
+            let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[t])?);
+            let lt = st.tensor("lengths").at(format!("{file}: tensor `lengths`"))?;
+            let s = match lt.shape() {
+                [s] if *s > 0 => *s,
+                s => bail!("{file}: tensor `lengths` has shape {s:?}, expected [utterances]"),
+            };
+            let lengths = i32s(tensor(&st, file, "lengths", safetensors::Dtype::I32, &[s])?);
+            let mut bounds = Vec::with_capacity(s);
+            let mut start = 0usize;
+            for (i, &l) in lengths.iter().enumerate() {
+                if l < first as i64 + 2 {
+                    bail!(
+                        "{file}: tensor `lengths` entry {i} is {l}: an utterance has its prefix ({} ids) and at least one more",
+                        first + 1
+                    );
+                }
+                bounds.push((start, l as usize));
+                start += l as usize;
+            }
+            if start != t {
+                bail!("{file}: tensor `lengths` sums to {start}, but `tokens` has {t}");
+            }
+            let list = |name: &str| -> Result<Vec<String>> {
+                let v: Vec<String> =
+                    serde_json::from_str(field(name)?).map_err(|e| Error::new(format!("{file}: metadata field `{name}`: {e}")))?;
+                if v.len() != s {
+                    bail!("{file}: metadata field `{name}` has {} entries for {s} utterances", v.len());
+                }
+                Ok(v)
+            };
+            (Segments::Utterances { names: list("names")?, audio_sha256: list("audio_sha256")? }, tokens, bounds)
+        } else {
+            let n_ctx = number("n_ctx")?;
+            if n_ctx < 8 || first != n_ctx / 2 {
+                bail!("{file}: metadata n_ctx={n_ctx}, first={first}: expected first = n_ctx / 2, n_ctx >= 8");
+            }
+            let chunks = match tok.shape() {
+                [c, n] if *n == n_ctx && *c > 0 => *c,
+                s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [chunks, {n_ctx}]"),
+            };
+            let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[chunks, n_ctx])?);
+            (Segments::Chunks { n_ctx }, tokens, (0..chunks).map(|c| (c * n_ctx, n_ctx)).collect::<Vec<_>>())
         };
-        let n = chunks * (n_ctx - 1 - first);
-        let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[chunks, n_ctx])?);
+        let n: usize = bounds.iter().map(|&(_, l)| l - 1 - first).sum();
         let top_ids = i32s(tensor(&st, file, "top_ids", safetensors::Dtype::I32, &[n, k])?);
         let top_logprobs = f32s(tensor(&st, file, "top_logprobs", safetensors::Dtype::F32, &[n, k])?);
         let tail_logprob = f32s(tensor(&st, file, "tail_logprob", safetensors::Dtype::F32, &[n])?);
@@ -182,10 +244,11 @@ impl DistGolden {
             bail!("{file}: tensor `tail_logprob` entry {i} is {}, expected a log-probability (<= 0, or -inf)", tail_logprob[i]);
         }
         Ok(DistGolden {
-            n_ctx,
+            segments,
             k,
             first,
             tokens,
+            bounds,
             top_ids,
             top_logprobs,
             tail_logprob,
@@ -198,21 +261,39 @@ impl DistGolden {
         })
     }
 
+    /// How many segments (chunks or utterances).
     pub fn chunks(&self) -> usize {
-        self.tokens.len() / self.n_ctx
+        self.bounds.len()
     }
 
     pub fn chunk(&self, c: usize) -> &[i64] {
-        &self.tokens[c * self.n_ctx..(c + 1) * self.n_ctx]
+        let (start, len) = self.bounds[c];
+        &self.tokens[start..start + len]
     }
 
-    /// Scored positions per chunk.
-    pub fn per_chunk(&self) -> usize {
-        self.n_ctx - 1 - self.first
+    /// Scored positions in segment `c`.
+    pub fn per_chunk(&self, c: usize) -> usize {
+        self.bounds[c].1 - 1 - self.first
     }
 
     pub fn positions(&self) -> usize {
-        self.chunks() * self.per_chunk()
+        (0..self.chunks()).map(|c| self.per_chunk(c)).sum()
+    }
+
+    /// The chunk length of a text golden.
+    pub fn n_ctx(&self) -> Option<usize> {
+        match self.segments {
+            Segments::Chunks { n_ctx } => Some(n_ctx),
+            Segments::Utterances { .. } => None,
+        }
+    }
+
+    /// Segment `c` as a reader finds it: `chunk 3`, or `utterance 2 (s03-recipe)`.
+    pub fn segment_name(&self, c: usize) -> String {
+        match &self.segments {
+            Segments::Chunks { .. } => format!("chunk {c}"),
+            Segments::Utterances { names, .. } => format!("utterance {c} ({})", names[c]),
+        }
     }
 
     /// The floor for `dtype` (int4 and f32 by their own names).
@@ -252,6 +333,42 @@ pub fn corpus_text(file: &str, text: &str) -> Result<String> {
         bail!("{file}: no document (one JSON object with a `text` a line)");
     }
     Ok(docs.join("\n\n"))
+}
+
+/// One utterance of a speech corpus: its name, its clip (a path relative to the suite root) and its transcript.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Utterance {
+    pub name: String,
+    pub audio: String,
+    pub text: String,
+}
+
+/// A speech corpus: one `{"name", "audio", "text"}` object a line, names unique, none empty.
+pub fn speech_corpus(file: &str, text: &str) -> Result<Vec<Utterance>> {
+    let mut out: Vec<Utterance> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let u: Utterance = serde_json::from_str(line).map_err(|e| Error::new(format!("{file}: line {}: {e}", i + 1)))?;
+        for (field, v) in [("name", &u.name), ("audio", &u.audio), ("text", &u.text)] {
+            if v.trim().is_empty() {
+                bail!("{file}: line {}: field `{field}` is empty", i + 1);
+            }
+        }
+        if out.iter().any(|o| o.name == u.name) {
+            bail!("{file}: line {}: utterance `{}` is named twice", i + 1, u.name);
+        }
+        out.push(u);
+    }
+    if out.is_empty() {
+        bail!("{file}: no utterance (one JSON object with `name`, `audio` and `text` a line)");
+    }
+    Ok(out)
+}
+
+/// A transcript as the decoder is forced through it: with the leading space Whisper writes before its first word
+/// (what `dist.py` tokenizes too).
+pub fn transcript(text: &str) -> String {
+    format!(" {}", text.trim())
 }
 
 /// One scored position, measured on the package's logits row.
@@ -580,10 +697,11 @@ mod tests {
             target_logprob.push((row[t as usize] as f64 - lse) as f32);
         }
         DistGolden {
-            n_ctx: 8,
+            segments: Segments::Chunks { n_ctx: 8 },
             k,
             first: 4,
             tokens: vec![0; 8],
+            bounds: vec![(0, 8)],
             top_ids,
             top_logprobs,
             tail_logprob: tail,

@@ -89,14 +89,17 @@ pub struct CaseSpec {
 }
 
 /// The `distribution:` block: the corpus, the chunk length and how many of the reference's top ids the golden keeps
-/// per scored position (the rest is one tail bucket).
+/// per scored position (the rest is one tail bucket). A text case's corpus is documents (`{"text"}` a line) cut
+/// into chunks of `n_ctx` tokens; a speech-to-text case's is utterances (`{"name", "audio", "text"}` a line), each
+/// its own segment: the clip through the package's encoder, its transcript teacher-forced after the decoder's
+/// forced prefix.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Distribution {
-    #[serde(default = "Distribution::default_corpus")]
-    pub corpus: String,
-    #[serde(default = "Distribution::default_n_ctx")]
-    pub n_ctx: usize,
+    #[serde(default)]
+    corpus: Option<String>,
+    #[serde(default)]
+    n_ctx: Option<usize>,
     #[serde(default = "Distribution::default_k")]
     pub k: usize,
 }
@@ -105,12 +108,16 @@ impl Distribution {
     /// The suite's own corpus: documents written for it (prose, code, numbers, French, a dialogue).
     pub const CORPUS: &'static str = "fixtures/dist/corpus.jsonl";
 
-    fn default_corpus() -> String {
-        Distribution::CORPUS.to_string()
+    /// The corpus file, relative to the suite root: the case's, else (text) the suite's own. A speech case names
+    /// its own (validation refuses one without).
+    pub fn corpus(&self) -> &str {
+        self.corpus.as_deref().unwrap_or(Distribution::CORPUS)
     }
 
-    fn default_n_ctx() -> usize {
-        256
+    /// The chunk length of a text corpus (256 unless the case says); a speech corpus has none (its segments are its
+    /// utterances).
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx.unwrap_or(256)
     }
 
     fn default_k() -> usize {
@@ -380,16 +387,23 @@ impl Case {
         paths.extend(s.reference.iter().map(|p| ("reference", p)));
         paths.extend(s.inputs.images.iter().map(|p| ("inputs.images", p)));
         paths.extend(s.inputs.audio.iter().map(|p| ("inputs.audio", p)));
-        paths.extend(s.distribution.iter().map(|d| ("distribution.corpus", &d.corpus)));
+        paths.extend(s.distribution.iter().filter_map(|d| d.corpus.as_ref()).map(|c| ("distribution.corpus", c)));
         if let Some(d) = &s.distribution {
-            if !(8..=8192).contains(&d.n_ctx) || d.n_ctx % 2 != 0 {
-                bail!("{file}: field `distribution.n_ctx` is {}, expected an even number in 8..=8192", d.n_ctx);
+            if s.task_type == "speech-to-text" {
+                if d.corpus.is_none() {
+                    bail!(
+                        "{file}: field `distribution.corpus` is missing: a speech-to-text case names its utterances (a JSON \
+                         lines file of {{\"name\", \"audio\", \"text\"}})"
+                    );
+                }
+                if d.n_ctx.is_some() {
+                    bail!("{file}: field `distribution.n_ctx`: a speech-to-text case's segments are its utterances, not chunks");
+                }
+            } else if !(8..=8192).contains(&d.n_ctx()) || d.n_ctx() % 2 != 0 {
+                bail!("{file}: field `distribution.n_ctx` is {}, expected an even number in 8..=8192", d.n_ctx());
             }
             if !(1..=1024).contains(&d.k) {
                 bail!("{file}: field `distribution.k` is {}, expected 1..=1024", d.k);
-            }
-            if s.task_type == "speech-to-text" {
-                bail!("{file}: field `distribution`: the distribution level reads text; a speech-to-text case has none");
             }
         }
         let accuracy_data: Vec<String> = s
@@ -446,7 +460,7 @@ impl Case {
         };
         for (i, x) in self.spec.xfail.iter().enumerate() {
             let conformance = self.modalities().into_iter().any(|modality| {
-                let levels = Level::for_modality(self.levels(), modality);
+                let levels = Level::for_modality(self.levels(), modality, self.is_speech_to_text());
                 pairs.iter().any(|&(ep, dtype)| levels.iter().any(|&level| x.applies(modality, ep, dtype, level)))
             });
             // An accuracy trial runs its task as text, whatever the case's modalities.

@@ -155,6 +155,7 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
     if top.get("distribution").is_some_and(|d| !d.is_null()) {
         levels.push(Level::Dist);
     }
+    let speech = top.get("task_type").and_then(Value::as_str) == Some("speech-to-text");
     let inputs = top.get("inputs");
     let has = |k: &str| inputs.and_then(|i| i.get(k)).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
     let inferred = match (has("images"), has("audio")) {
@@ -174,7 +175,7 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
     for &modality in &modalities {
         for &ep in &eps {
             for &dtype in &dtypes {
-                for level in Level::for_modality(&levels, modality) {
+                for level in Level::for_modality(&levels, modality, speech) {
                     let id = TrialId::Conformance { case: case.clone(), modality, ep, dtype, level };
                     out.insert(id.to_string(), id);
                 }

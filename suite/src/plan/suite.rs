@@ -230,7 +230,7 @@ impl Suite {
                     }
                     for modality in case.modalities() {
                         for variant in case.variants(&self.root) {
-                            for level in Level::for_modality(case.levels(), modality) {
+                            for level in Level::for_modality(case.levels(), modality, case.is_speech_to_text()) {
                                 let (ep, dtype) = (variant.ep, variant.dtype);
                                 let id = TrialId::Conformance { case: prefix.clone(), modality, ep, dtype, level };
                                 let kind = TrialKind::Conformance { case: case.clone(), modality, variant: variant.clone(), level };

@@ -1,13 +1,16 @@
 //! The distribution level: the package's next-token distributions over the case's teacher-forced corpus against the
-//! fp32 reference's (`judge::dist`), one prefill per chunk, every scored row reduced where ONNX Runtime left it.
+//! fp32 reference's (`judge::dist`), one prefill per segment (a text chunk; for speech, an utterance after its clip
+//! went through the package's encoder), every scored row reduced where ONNX Runtime left it.
 
 use sha2::{Digest, Sha256};
 
 use super::Trial;
+use super::media::{SpeechFeed, speech_inputs};
 use crate::error::{Error, Result};
+use crate::feed::audio::Audio;
 use crate::feed::inputs::Inputs;
 use crate::judge::detail::Detail;
-use crate::judge::dist::{self, DistGolden};
+use crate::judge::dist::{self, DistGolden, Segments};
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Judgement, Outcome, Status};
@@ -32,7 +35,11 @@ impl Trial<'_> {
         let golden_file = self.rel(&golden_path);
         let golden = DistGolden::load(&golden_path, &golden_file)?;
         let tokenizer = self.tokenizer(&package)?;
-        self.check_corpus(spec, &golden, &golden_file, &tokenizer)?;
+        let speech = match self.case.is_speech_to_text() {
+            true => Some((SpeechFeed::new(self, "the distribution level")?, self.eos_ids(&package)?)),
+            false => None,
+        };
+        let clips = self.check_corpus(spec, &golden, &golden_file, &tokenizer, speech.as_ref().map(|(f, e)| (f, e.as_slice())))?;
         let dtype = self.variant.dtype;
         let Some(floor) = golden.floor(dtype) else {
             return Err(self.stale(format!(
@@ -52,23 +59,41 @@ impl Trial<'_> {
             config: self.package_vocab(&package)?,
             largest_id: golden.tokens.iter().chain(&golden.top_ids).copied().max(),
         };
-        let pipeline = Pipeline::build(&package, &decoder, provider, &Inputs::from_token_ids(golden.chunk(0)), "")?;
-        let front = pipeline.front();
-        let (first, per_chunk) = (golden.first, golden.per_chunk());
+        // Text: one pipeline for every chunk. Speech: each utterance's own, its clip through the encoder.
+        let text = match speech {
+            None => Some(Pipeline::build(&package, &decoder, provider, &Inputs::from_token_ids(golden.chunk(0)), "")?),
+            Some(_) => None,
+        };
+        let first = golden.first;
         let mut positions = Vec::with_capacity(golden.positions());
         for c in 0..golden.chunks() {
             let chunk = golden.chunk(c);
+            let segment = golden.segment_name(c);
+            let own;
+            let pipeline = match (&text, &speech) {
+                (Some(p), _) => p,
+                (None, Some((feed, _))) => {
+                    let what = format!("{golden_file}: {segment}");
+                    let clip = clips.get(c).ok_or_else(|| Error::new(format!("{what}: no clip read for it")))?;
+                    let inputs = speech_inputs(&feed.mel, &feed.prefix, &clip.samples, clip.rate, &what)?;
+                    own = Pipeline::build(&package, &decoder, provider, &inputs, &what)?;
+                    &own
+                }
+                (None, None) => unreachable!("a text pipeline or a speech feed"),
+            };
+            let front = pipeline.front();
             let past = decoder.new_cache_with(front.context())?;
-            // The logits of positions first .. n_ctx-1; the last one predicts past the chunk and is not scored.
-            let (out, _) = decoder.forward(front.input(chunk, true)?, &past, golden.n_ctx - first)?;
-            let place = |r: usize| format!("{golden_file}: chunk {c}, position {}", first + r);
+            let per = golden.per_chunk(c);
+            // The logits of positions first .. len-1; the last one predicts past the segment and is not scored.
+            let (out, _) = decoder.forward(front.input(chunk, true)?, &past, per + 1)?;
+            let place = |r: usize| format!("{golden_file}: {segment}, position {}", first + r);
             // Every row of one run has the run's vocabulary: checked once.
             if let Some(v) = expected.check(out.vocab) {
                 return Ok(self.vocab_size(&place(0), v, &golden_file, &golden_file, &package));
             }
-            for r in 0..per_chunk {
+            for r in 0..per {
                 let row = out.row(r);
-                let at = c * per_chunk + r;
+                let at = positions.len();
                 // The step a NaN is reported at is the scored position's index over the whole corpus.
                 if let Some(nf) = finite::row(row, at) {
                     return Ok(self.non_finite(&place(r), nf));
@@ -105,44 +130,111 @@ impl Trial<'_> {
         })
     }
 
-    /// The golden was made from this corpus, cut as the case says and tokenized as the package's tokenizer does now:
-    /// anything else is a stale golden, with the command that remakes it.
+    /// The golden was made from this corpus, cut as the case says and tokenized as the package's tokenizer does now
+    /// (for speech, from these clips, after this prefix and up to this end of text): anything else is a stale golden,
+    /// with the command that remakes it. Returns a speech corpus's clips, decoded.
     fn check_corpus(
         &self,
         spec: &Distribution,
         golden: &DistGolden,
         golden_file: &str,
         tokenizer: &crate::feed::tokenizer::TextTokenizer,
-    ) -> Result<()> {
-        if (spec.n_ctx, spec.k) != (golden.n_ctx, golden.k) {
-            return Err(self.stale(format!(
-                "{golden_file} has n_ctx {} and k {}, the case asks for {} and {} ({})",
-                golden.n_ctx, golden.k, spec.n_ctx, spec.k, self.case.file
-            )));
+        speech: Option<(&SpeechFeed, &[i64])>,
+    ) -> Result<Vec<Audio>> {
+        if spec.k != golden.k {
+            return Err(self.stale(format!("{golden_file} has k {}, the case asks for {} ({})", golden.k, spec.k, self.case.file)));
         }
-        let path = self.suite.root.join(&spec.corpus);
+        let field = format!("{}: field `distribution.corpus`", self.case.file);
+        let path = self.suite.root.join(spec.corpus());
         if !self.case.spec.external_paths {
-            paths::confine(&self.suite.root, &path, &format!("{}: field `distribution.corpus`", self.case.file), paths::CASE_HINT)?;
+            paths::confine(&self.suite.root, &path, &field, paths::CASE_HINT)?;
         }
-        let bytes = std::fs::read(&path)
-            .map_err(|e| Error::new(format!("{}: field `distribution.corpus`: {}: {e}", self.case.file, spec.corpus)))?;
-        let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        let bytes = std::fs::read(&path).map_err(|e| Error::new(format!("{field}: {}: {e}", spec.corpus())))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| Error::new(format!("{}: {e}", spec.corpus())))?;
+        // Read whole first, so a malformed line or a missing clip is named as such, not as a stale golden.
+        let utterances = match speech {
+            Some(_) => {
+                let mut read = Vec::new();
+                for u in dist::speech_corpus(spec.corpus(), text)? {
+                    let what = format!("{}: utterance `{}`: field `audio`", spec.corpus(), u.name);
+                    let clip = self.suite.root.join(&u.audio);
+                    if !self.case.spec.external_paths {
+                        paths::confine(&self.suite.root, &clip, &what, paths::CASE_HINT)?;
+                    }
+                    let audio = std::fs::read(&clip).map_err(|e| Error::new(format!("{what}: {}: {e}", u.audio)))?;
+                    read.push((u, what, audio));
+                }
+                read
+            }
+            None => Vec::new(),
+        };
+        let documents = match speech {
+            None => Some(dist::corpus_text(spec.corpus(), text)?),
+            Some(_) => None,
+        };
+        let sha = sha256_hex(&bytes);
         if sha != golden.corpus_sha256 {
-            return Err(self.stale(format!("{golden_file} was made from another {} (sha256 {sha} now)", spec.corpus)));
+            return Err(self.stale(format!("{golden_file} was made from another {} (sha256 {sha} now)", spec.corpus())));
         }
-        let text = std::str::from_utf8(&bytes).map_err(|e| Error::new(format!("{}: {e}", spec.corpus)))?;
-        let ids = tokenizer.encode_plain(&dist::corpus_text(&spec.corpus, text)?)?;
-        let chunks = dist::chunk_ids(&ids, spec.n_ctx, tokenizer.bos()?);
-        if chunks != golden.tokens {
-            let at = chunks.iter().zip(&golden.tokens).position(|(a, b)| a != b).unwrap_or(chunks.len().min(golden.tokens.len()));
+        let (ids, clips) = match (speech, &golden.segments) {
+            (None, Segments::Chunks { n_ctx }) => {
+                if spec.n_ctx() != *n_ctx {
+                    return Err(self.stale(format!(
+                        "{golden_file} has n_ctx {n_ctx}, the case asks for {} ({})",
+                        spec.n_ctx(),
+                        self.case.file
+                    )));
+                }
+                let ids = tokenizer.encode_plain(documents.as_deref().unwrap_or_default())?;
+                (dist::chunk_ids(&ids, spec.n_ctx(), tokenizer.bos()?), Vec::new())
+            }
+            (Some((feed, eos)), Segments::Utterances { names, audio_sha256 }) => {
+                let end = *eos.first().ok_or_else(|| {
+                    Error::new(format!(
+                        "{}: the distribution level ends each transcript with the end of text, and neither the case's \
+                         `generation.eos_token_id` nor genai_config.json names one",
+                        self.case.file
+                    ))
+                })?;
+                let listed: Vec<&str> = utterances.iter().map(|(u, _, _)| u.name.as_str()).collect();
+                if listed != names.iter().map(String::as_str).collect::<Vec<_>>() {
+                    return Err(self.stale(format!("{golden_file} holds utterances {names:?}, {} lists {listed:?}", spec.corpus())));
+                }
+                let (mut ids, mut clips) = (Vec::new(), Vec::new());
+                for ((u, what, audio), want) in utterances.iter().zip(audio_sha256) {
+                    if sha256_hex(audio) != *want {
+                        return Err(self.stale(format!("{golden_file} was made from another {} (sha256 {})", u.audio, sha256_hex(audio))));
+                    }
+                    clips.push(crate::feed::audio::decode(audio, what)?);
+                    ids.extend(&feed.prefix);
+                    ids.extend(tokenizer.encode_plain(&dist::transcript(&u.text))?);
+                    ids.push(end);
+                }
+                (ids, clips)
+            }
+            (None, Segments::Utterances { .. }) | (Some(_), Segments::Chunks { .. }) => {
+                return Err(self.stale(format!(
+                    "{golden_file} holds {}, but {} is {} case",
+                    if golden.n_ctx().is_some() { "text chunks" } else { "utterances" },
+                    self.case.file,
+                    if speech.is_some() { "a speech-to-text" } else { "a text" }
+                )));
+            }
+        };
+        if ids != golden.tokens {
+            let at = ids.iter().zip(&golden.tokens).position(|(a, b)| a != b).unwrap_or(ids.len().min(golden.tokens.len()));
             return Err(self.stale(format!(
-                "{golden_file}'s chunks differ from {} tokenized by {} from token {at} on ({} tokens now, {} in the golden)",
-                spec.corpus,
+                "{golden_file}'s segments differ from {} tokenized by {} from token {at} on ({} tokens now, {} in the golden)",
+                spec.corpus(),
                 tokenizer.path.display(),
-                chunks.len(),
+                ids.len(),
                 golden.tokens.len()
             )));
         }
-        Ok(())
+        Ok(clips)
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -342,34 +342,10 @@ struct Feed {
 impl Feed {
     fn new(t: &Trial, task: &MediaTask, baseline: &Path) -> Result<Feed> {
         let root = &t.suite.root;
-        let dir = |name: &str| -> Result<std::path::PathBuf> {
-            t.case
-                .tokenizer_location(root)
-                .ok_or_else(|| Error::new(format!("{}: the gate needs the model's {name} (`tokenizer` or `reference`)", t.case.file)))?
-                .resolve(name)
-        };
         match task.family.medium() {
             Medium::Audio => {
-                let cfg_dir = dir("preprocessor_config.json")?;
-                let mel = crate::feed::log_mel::Config::load(&cfg_dir.join("preprocessor_config.json"))?;
-                let gen_dir = dir("generation_config.json")?;
-                let speech = &t.case.spec.generation;
-                let prefix = generation_config::whisper_prefix(
-                    &gen_dir,
-                    speech.lang.as_deref(),
-                    speech.task.map(|k| match k {
-                        crate::plan::case::SpeechTask::Transcribe => "transcribe",
-                        crate::plan::case::SpeechTask::Translate => "translate",
-                    }),
-                )?;
-                let c = GenerationConfig::load(&gen_dir, &format!("{} (the multimodal gate)", t.case.file))?;
-                Ok(Feed {
-                    medium: Medium::Audio,
-                    mel: Some(mel),
-                    prefix,
-                    suppress: Suppress { always: c.suppress_tokens, at_begin: c.begin_suppress_tokens },
-                    images: None,
-                })
+                let speech = SpeechFeed::new(t, "the multimodal gate")?;
+                Ok(Feed { medium: Medium::Audio, mel: Some(speech.mel), prefix: speech.prefix, suppress: speech.suppress, images: None })
             }
             Medium::Image => {
                 let p = media_gate::inputs_path(baseline);
@@ -404,13 +380,7 @@ impl Feed {
                     }
                     Media::Samples { samples, rate } => (samples.clone(), *rate),
                 };
-                let features = mel.features(&samples, rate, what)?;
-                let ids = NamedTensor {
-                    name: "input_ids".into(),
-                    shape: vec![1, self.prefix.len() as i64],
-                    data: TensorData::I64(self.prefix.clone()),
-                };
-                Ok(Inputs { tensors: vec![features, ids] })
+                speech_inputs(mel, &self.prefix, &samples, rate, what)
             }
             Medium::Image => {
                 let (shown, docs) = self.images.as_ref().expect("image feeds carry stored inputs");
@@ -421,4 +391,46 @@ impl Feed {
             }
         }
     }
+}
+
+/// How a speech-to-text case's clips reach its package: the suite's own Whisper feature extractor (the model's
+/// preprocessor_config.json), the decoder prefix `generate()` forces, and the ids it suppresses. Shared by the
+/// speech gate and the distribution level.
+pub(super) struct SpeechFeed {
+    pub mel: crate::feed::log_mel::Config,
+    pub prefix: Vec<i64>,
+    pub suppress: Suppress,
+}
+
+impl SpeechFeed {
+    /// `what` names who needs the model's files, for the error when one is missing.
+    pub(super) fn new(t: &Trial, what: &str) -> Result<SpeechFeed> {
+        let dir = |name: &str| -> Result<std::path::PathBuf> {
+            t.case
+                .tokenizer_location(&t.suite.root)
+                .ok_or_else(|| Error::new(format!("{}: {what} needs the model's {name} (`tokenizer` or `reference`)", t.case.file)))?
+                .resolve(name)
+        };
+        let cfg_dir = dir("preprocessor_config.json")?;
+        let mel = crate::feed::log_mel::Config::load(&cfg_dir.join("preprocessor_config.json"))?;
+        let gen_dir = dir("generation_config.json")?;
+        let speech = &t.case.spec.generation;
+        let prefix = generation_config::whisper_prefix(
+            &gen_dir,
+            speech.lang.as_deref(),
+            speech.task.map(|k| match k {
+                crate::plan::case::SpeechTask::Transcribe => "transcribe",
+                crate::plan::case::SpeechTask::Translate => "translate",
+            }),
+        )?;
+        let c = GenerationConfig::load(&gen_dir, &format!("{} ({what})", t.case.file))?;
+        Ok(SpeechFeed { mel, prefix, suppress: Suppress { always: c.suppress_tokens, at_begin: c.begin_suppress_tokens } })
+    }
+}
+
+/// One clip's inputs: its log-mel `input_features` and the forced prefix as `input_ids`.
+pub(super) fn speech_inputs(mel: &crate::feed::log_mel::Config, prefix: &[i64], samples: &[f32], rate: u32, what: &str) -> Result<Inputs> {
+    let features = mel.features(samples, rate, what)?;
+    let ids = NamedTensor { name: "input_ids".into(), shape: vec![1, prefix.len() as i64], data: TensorData::I64(prefix.to_vec()) };
+    Ok(Inputs { tensors: vec![features, ids] })
 }
