@@ -13,9 +13,11 @@ use mobius_conformance::run::bootstrap::target_dir;
 
 use crate::venv;
 
-/// Where the cases find the real tier (`target/real/<model>/...`): a link to [`cache_dir`].
+/// Where the cases find the real tier (`target/real/<model>/...`, relative to the suite root): a link to
+/// [`cache_dir`]. Always the workspace's own `target/`, wherever `CARGO_TARGET_DIR` puts the build (`.ci/run` shares
+/// one build folder between clones).
 pub fn link() -> PathBuf {
-    target_dir().join("real")
+    workspace_root().join("target").join("real")
 }
 
 /// `MOBIUS_REAL_CACHE`, else `~/.cache/mobius-conformance/real` (outside the clone, so a CI machine keeps it between
