@@ -72,23 +72,31 @@ REQUIRED = ("case", "reference", "tokenizer", "corpus", "k", "out")
 SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def corpus_text(path: str) -> tuple[str, str]:
-    """The documents joined by a blank line, and the sha256 of the file."""
+def json_lines(path: str):
+    """[(line number, object)] of a JSON lines file (blank lines skipped), and the sha256 of the file."""
     raw = Path(path).read_bytes()
-    docs = []
+    out = []
     for i, line in enumerate(raw.decode("utf-8").splitlines()):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            out.append((i + 1, json.loads(line)))
         except json.JSONDecodeError as e:
             raise ReferenceError(f"{path}: line {i + 1}: {e}")
+    return out, hashlib.sha256(raw).hexdigest()
+
+
+def corpus_text(path: str) -> tuple[str, str]:
+    """The documents joined by a blank line, and the sha256 of the file."""
+    lines, sha = json_lines(path)
+    docs = []
+    for n, obj in lines:
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"]:
-            raise ReferenceError(f"{path}: line {i + 1}: expected an object with a non-empty `text`")
+            raise ReferenceError(f"{path}: line {n}: expected an object with a non-empty `text`")
         docs.append(obj["text"])
     if not docs:
         raise ReferenceError(f"{path}: no document")
-    return "\n\n".join(docs), hashlib.sha256(raw).hexdigest()
+    return "\n\n".join(docs), sha
 
 
 def chunks_of(tok, text: str, n_ctx: int) -> np.ndarray:
@@ -261,24 +269,18 @@ class OrtWhisper:
 
 def speech_corpus(path: str, root: str) -> tuple[list[dict], str]:
     """The utterances ({"name", "audio", "text"} a line, `audio` relative to root), and the sha256 of the file."""
-    raw = Path(path).read_bytes()
+    lines, sha = json_lines(path)
     out = []
-    for i, line in enumerate(raw.decode("utf-8").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReferenceError(f"{path}: line {i + 1}: {e}")
+    for n, obj in lines:
         if not isinstance(obj, dict) or set(obj) != {"name", "audio", "text"} or \
                 not all(isinstance(v, str) and v.strip() for v in obj.values()):
-            raise ReferenceError(f"{path}: line {i + 1}: expected an object with non-empty `name`, `audio` and `text`")
+            raise ReferenceError(f"{path}: line {n}: expected an object with non-empty `name`, `audio` and `text`")
         if any(o["name"] == obj["name"] for o in out):
-            raise ReferenceError(f"{path}: line {i + 1}: utterance {obj['name']!r} is named twice")
+            raise ReferenceError(f"{path}: line {n}: utterance {obj['name']!r} is named twice")
         out.append(dict(obj, path=str(Path(root) / obj["audio"])))
     if not out:
         raise ReferenceError(f"{path}: no utterance")
-    return out, hashlib.sha256(raw).hexdigest()
+    return out, sha
 
 
 def text_segments(job: dict, k: int):
