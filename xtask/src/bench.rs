@@ -1079,10 +1079,7 @@ impl SpeechModel {
             None => package.clone(),
         };
         let g = &case.spec.generation;
-        let task = g.task.map(|t| match t {
-            SpeechTask::Transcribe => "transcribe",
-            SpeechTask::Translate => "translate",
-        });
+        let task = g.task.map(SpeechTask::name);
         Ok(SpeechModel {
             file: file.clone(),
             package,

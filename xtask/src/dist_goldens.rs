@@ -72,28 +72,22 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_jso
                 .map_err(|e| e.to_string())?;
         }
     }
+    // Which weights the int4 floor quantizes: those of the first local int4 package (its structure, not its values).
+    let int4_package = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
+        Some(Location::Local(p)) => Some(p.clone()),
+        _ => None,
+    });
     if case.is_speech_to_text() {
         // Utterances, each its clip through the encoder (paths relative to the root); the int4 floor quantizes what
         // the int4 package's encoder and decoder quantized.
-        let int4_package = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
-            Some(Location::Local(p)) => Some(p.clone()),
-            _ => None,
-        });
         let g = &case.spec.generation;
         job["speech"] = true.into();
         job["root"] = serde_json::json!(root);
         job["int4_package"] = serde_json::json!(int4_package);
         job["language"] = serde_json::json!(g.lang);
-        job["task"] = serde_json::json!(g.task.map(|t| match t {
-            mobius_conformance::plan::case::SpeechTask::Transcribe => "transcribe",
-            mobius_conformance::plan::case::SpeechTask::Translate => "translate",
-        }));
+        job["task"] = serde_json::json!(g.task.map(mobius_conformance::plan::case::SpeechTask::name));
     } else {
-        // Which weights the int4 floor quantizes: those of the first local int4 package (its structure, not its values).
-        let int4_model = variants.iter().find(|v| v.dtype == Dtype::Int4).and_then(|v| match &v.package {
-            Some(Location::Local(p)) => mobius_conformance::feed::package::package_model(p).ok(),
-            _ => None,
-        });
+        let int4_model = int4_package.and_then(|p| mobius_conformance::feed::package::package_model(&p).ok());
         job["n_ctx"] = spec.n_ctx().into();
         job["int4_model"] = serde_json::json!(int4_model);
     }

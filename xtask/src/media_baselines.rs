@@ -75,7 +75,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
             "items": items.iter().map(|it| serde_json::json!({"doc": it.doc, "question": it.question})).collect::<Vec<_>>(),
             "max_new_tokens": task.max_new_tokens,
             "eos": g.eos_token_id.map(|e| vec![e]),
-            "language": g.lang, "task": g.task.map(|t| match t { SpeechTask::Transcribe => "transcribe", SpeechTask::Translate => "translate" }),
+            "language": g.lang, "task": g.task.map(SpeechTask::name),
             "protocol": protocol,
         });
         let out_path = suite.baseline_path(&name, &case.name);

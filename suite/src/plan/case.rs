@@ -238,6 +238,16 @@ pub enum SpeechTask {
     Translate,
 }
 
+impl SpeechTask {
+    /// The task's name as the generation config and `generate()` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpeechTask::Transcribe => "transcribe",
+            SpeechTask::Translate => "translate",
+        }
+    }
+}
+
 /// The variants a case covers: every `eps` x `dtypes` pair, each its own package.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -17,6 +17,7 @@ use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Outcome, Status};
 use crate::paths;
+use crate::plan::case::SpeechTask;
 use crate::run::generate::{self, Suppress};
 use crate::run::pipeline::Pipeline;
 use crate::run::runtime::{Decoder, Provider};
@@ -415,14 +416,7 @@ impl SpeechFeed {
         let mel = crate::feed::log_mel::Config::load(&cfg_dir.join("preprocessor_config.json"))?;
         let gen_dir = dir("generation_config.json")?;
         let speech = &t.case.spec.generation;
-        let prefix = generation_config::whisper_prefix(
-            &gen_dir,
-            speech.lang.as_deref(),
-            speech.task.map(|k| match k {
-                crate::plan::case::SpeechTask::Transcribe => "transcribe",
-                crate::plan::case::SpeechTask::Translate => "translate",
-            }),
-        )?;
+        let prefix = generation_config::whisper_prefix(&gen_dir, speech.lang.as_deref(), speech.task.map(SpeechTask::name))?;
         let c = GenerationConfig::load(&gen_dir, &format!("{} ({what})", t.case.file))?;
         Ok(SpeechFeed { mel, prefix, suppress: Suppress { always: c.suppress_tokens, at_begin: c.begin_suppress_tokens } })
     }
