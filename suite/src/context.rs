@@ -19,12 +19,37 @@ pub struct RunContext {
     /// How many sessions a gate shares its items over; `None`: one a core, up to four. The bench's overhead section
     /// sets 1, so that its one worker is one thread and its engines' time is a part of its wall time.
     pub gate_sessions: Option<usize>,
+    /// How the speech gate decodes (`MOBIUS_SPEECH_DECODE`): checked against the reference's transcript, by default,
+    /// or one step at a time.
+    pub speech_decode: SpeechDecode,
+}
+
+/// How the speech gate runs a package's greedy decoding. Both give the package's own greedy tokens (see
+/// `run::drafted`); they differ in cost, and in how ONNX Runtime groups the arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpeechDecode {
+    /// Many tokens a forward call, checked against the reference's transcript as a draft (`drafted`).
+    #[default]
+    Drafted,
+    /// One forward call a token, as the L5 level decodes (`stepwise`).
+    Stepwise,
+}
+
+impl SpeechDecode {
+    /// `MOBIUS_SPEECH_DECODE`'s value: unset or empty is the default; anything but the two names is an error naming it.
+    pub fn parse(value: Option<&str>) -> Result<SpeechDecode> {
+        match value.map(str::trim) {
+            None | Some("") | Some("drafted") => Ok(SpeechDecode::Drafted),
+            Some("stepwise") => Ok(SpeechDecode::Stepwise),
+            Some(v) => Err(Error::new(format!("MOBIUS_SPEECH_DECODE={v:?}: expected `drafted` or `stepwise`"))),
+        }
+    }
 }
 
 impl RunContext {
     /// A local run on the CPU: not CI, models not required.
     pub fn local() -> RunContext {
-        RunContext { ci: false, require_models: false, device: Device::Cpu, gate_sessions: None }
+        RunContext { ci: false, require_models: false, device: Device::Cpu, gate_sessions: None, speech_decode: SpeechDecode::Drafted }
     }
 
     /// The settings as the environment gives them. A setting with a value it does not accept is an error naming it.
@@ -34,6 +59,7 @@ impl RunContext {
             require_models: flag("MOBIUS_REQUIRE_MODELS", std::env::var("MOBIUS_REQUIRE_MODELS").ok().as_deref())?,
             device: Device::from_env()?,
             gate_sessions: None,
+            speech_decode: SpeechDecode::parse(std::env::var("MOBIUS_SPEECH_DECODE").ok().as_deref())?,
         })
     }
 
@@ -83,6 +109,16 @@ mod tests {
             let e = flag("MOBIUS_REQUIRE_MODELS", Some(v)).unwrap_err().to_string();
             assert!(e.contains("MOBIUS_REQUIRE_MODELS") && e.contains(v), "{e}");
         }
+    }
+
+    #[test]
+    fn speech_decode_takes_its_two_names_and_refuses_the_rest() {
+        assert_eq!(SpeechDecode::parse(None).unwrap(), SpeechDecode::Drafted);
+        assert_eq!(SpeechDecode::parse(Some(" ")).unwrap(), SpeechDecode::Drafted);
+        assert_eq!(SpeechDecode::parse(Some("drafted")).unwrap(), SpeechDecode::Drafted);
+        assert_eq!(SpeechDecode::parse(Some("stepwise")).unwrap(), SpeechDecode::Stepwise);
+        let e = SpeechDecode::parse(Some("fast")).unwrap_err().to_string();
+        assert!(e.contains("MOBIUS_SPEECH_DECODE") && e.contains("fast") && e.contains("stepwise"), "{e}");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub mod feed {
 /// onnxruntime-genai.
 pub mod run {
     pub mod bootstrap;
+    pub mod drafted;
     pub mod genai;
     pub mod generate;
     pub mod pipeline;

@@ -836,6 +836,35 @@ impl Decoder {
         Ok((StepOutput { logits, vocab }, cache))
     }
 
+    /// `cache` cut back to its first `len` positions (a rejected guess's positions dropped, see `run::drafted`); the
+    /// encoder states stay shared. Each layer's `[1, kv_heads, positions, head_dim]` values are copied up to `len`.
+    pub fn truncate(&self, cache: &Cache, len: usize) -> Result<Cache> {
+        let model = self.model.display();
+        if len > cache.len {
+            bail!("{model}: cannot cut a {}-position KV cache to {len} positions", cache.len);
+        }
+        fn cut<T: ort::value::PrimitiveTensorElementType + Copy + fmt::Debug + 'static>(v: &DynValue, len: usize) -> Result<DynValue> {
+            let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Error::new(e.to_string()))?;
+            let &[b, h, positions, d] = &shape[..] else { bail!("a KV cache tensor of shape {:?}, expected 4 dimensions", shape.to_vec()) };
+            let (rows, positions, d) = ((b * h) as usize, positions as usize, d as usize);
+            let mut out = Vec::with_capacity(rows * len * d);
+            for r in 0..rows {
+                out.extend_from_slice(&data[r * positions * d..][..len * d]);
+            }
+            Ok(Tensor::<T>::from_array(([b, h, len as i64, d as i64], out)).map_err(|e| Error::new(e.to_string()))?.into_dyn())
+        }
+        let cut = |v: &DynValue| -> Result<DynValue> {
+            match self.io.cache_type {
+                Float::F32 => cut::<f32>(v, len),
+                Float::F16 => cut::<half::f16>(v, len),
+                Float::Bf16 => cut::<half::bf16>(v, len),
+            }
+            .map_err(|e| e.context(format!("{model}: cutting the KV cache to {len} positions")))
+        };
+        let values = cache.values.iter().map(|(k, v)| Ok((cut(k)?, cut(v)?))).collect::<Result<_>>()?;
+        Ok(Cache { values, len, context: cache.context.clone() })
+    }
+
     /// A prefill of `input` from an empty cache that also sums up every prompt position where ONNX Runtime left the
     /// logits: `watch[p]`'s logits and the logsumexp of position `p`. Only the last row and those numbers are copied,
     /// never the `[prompt, vocab]` block.

@@ -10,6 +10,7 @@ use crate::accuracy::lmms::{Media, MediaItem, MediaTask, Medium};
 use crate::accuracy::media_gate::{self, MediaBaseline, Output};
 use crate::accuracy::protocol::{MediaRule, Protocol};
 use crate::accuracy::task::Source;
+use crate::context::SpeechDecode;
 use crate::error::{Error, Result, bail};
 use crate::feed::generation_config::{self, GenerationConfig};
 use crate::feed::inputs::{Inputs, NamedTensor, TensorData};
@@ -18,6 +19,7 @@ use crate::judge::xfail::{Failure, FailureKind};
 use crate::outcome::{Outcome, Status};
 use crate::paths;
 use crate::plan::case::SpeechTask;
+use crate::run::drafted;
 use crate::run::generate::{self, Suppress};
 use crate::run::pipeline::Pipeline;
 use crate::run::runtime::{Decoder, Provider};
@@ -130,11 +132,16 @@ impl Trial<'_> {
             };
             // One session a core, the items shared out, each run batch 1 as before (the encoder's session is shared).
             let decoders = crate::run::workers::decoders(&decoder, items.len(), provider, self.ctx.gate_sessions)?;
+            // Speech items are checked against the reference's transcript (`run::drafted`) unless the run asks for
+            // one step at a time; the baseline's items are the task's, in order (its requests hash says so).
+            let drafted = feed.medium == Medium::Audio && self.ctx.speech_decode == SpeechDecode::Drafted;
+            let work: Vec<(&MediaItem, Option<&[i64]>)> =
+                items.iter().enumerate().map(|(i, it)| (it, baseline.items.get(i).filter(|_| drafted).map(|b| &b.tokens[..]))).collect();
             let outputs = crate::run::workers::share_out(
                 &decoders,
-                items,
-                |decoder, it| {
-                    self.media_output(&feed, decoder, package, provider, it, task.max_new_tokens, &eos, &tokenizer)
+                &work,
+                |decoder, &(it, draft)| {
+                    self.media_output(&feed, decoder, package, provider, it, draft, task.max_new_tokens, &eos, &tokenizer)
                         .map_err(|e| e.context(doc(it)))
                 },
                 |r| !matches!(r, Ok(Ok(_))),
@@ -189,7 +196,7 @@ impl Trial<'_> {
 
     /// One item through the package: its inputs, greedy to the budget (stops are applied when judging, so the
     /// output past them is kept), the text decoded as the reference's is; or the first step whose logits are not
-    /// all finite.
+    /// all finite. With a `draft`, the greedy tokens are checked against it many a forward call (`run::drafted`).
     #[allow(clippy::too_many_arguments)]
     fn media_output(
         &self,
@@ -198,6 +205,7 @@ impl Trial<'_> {
         package: &Path,
         provider: Provider,
         item: &MediaItem,
+        draft: Option<&[i64]>,
         max_new_tokens: usize,
         eos: &[i64],
         tokenizer: &TextTokenizer,
@@ -205,7 +213,11 @@ impl Trial<'_> {
         let what = format!("document {}", item.doc);
         let inputs = feed.inputs(item, &what)?;
         let pipeline = Pipeline::build(package, decoder, provider, &inputs, &what)?;
-        let g = generate::greedy_with(decoder, &pipeline.front(), inputs.input_ids(), max_new_tokens, eos, None, &[], &feed.suppress)?;
+        let (front, prompt) = (pipeline.front(), inputs.input_ids());
+        let g = match draft {
+            Some(draft) => drafted::greedy_drafted(decoder, &front, prompt, max_new_tokens, eos, &feed.suppress, draft)?.generated,
+            None => generate::greedy_with(decoder, &front, prompt, max_new_tokens, eos, None, &[], &feed.suppress)?,
+        };
         if let Some(nf) = g.steps.iter().position(|s| s.non_finite.is_some()) {
             return Ok(Err(nf));
         }
