@@ -31,7 +31,7 @@ use mobius_conformance::trial;
 use mobius_conformance::vocab::{Dtype, Ep, Modality};
 use serde_json::{Value, json};
 
-use crate::venv;
+use reference_setup::venv;
 
 /// Median, min and max of repeated measurements.
 #[derive(Debug, Clone, Copy)]
@@ -838,7 +838,7 @@ fn dir_mb(dir: &Path) -> f64 {
 /// Each ratio is given twice: over whole runs, and at the median decode step (every loop's steps timed from one
 /// run call's end to the next), which a burst of the machine's noise inside one engine's run does not move.
 fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, String> {
-    let root = crate::real::link();
+    let root = reference_setup::real::link();
     let packages = [
         "gemma3-270m/onnx/default-f32",
         "gemma3-270m/onnx/default-int4",
@@ -1542,7 +1542,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
         report.insert("real".into(), Value::Array(real));
     }
     if o.runs("gate-real") {
-        let gate = gate_real(&crate::real::link(), &mut table)?;
+        let gate = gate_real(&reference_setup::real::link(), &mut table)?;
         report.insert("gate_real".into(), Value::Array(gate));
     }
 

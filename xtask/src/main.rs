@@ -12,11 +12,11 @@ mod gpu;
 mod media_baselines;
 mod mutants;
 mod new_case;
-mod real;
 mod regen;
-mod venv;
 
 use std::process::ExitCode;
+
+use reference_setup::{real, venv};
 
 /// Each task and its help, in the order `cargo xtask` lists them; `cargo xtask <task> --help` prints one.
 const TASKS: &[(&str, &str)] = &[

@@ -17,7 +17,7 @@ use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::run::bootstrap::target_dir;
 use mobius_conformance::vocab::{Dtype, Level, Modality};
 
-use crate::venv;
+use reference_setup::venv;
 
 pub mod compare;
 

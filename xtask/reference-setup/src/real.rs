@@ -8,8 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::paths::workspace_root;
-use mobius_conformance::run::bootstrap::target_dir;
+use crate::{target_dir, workspace_root};
 
 use crate::venv;
 

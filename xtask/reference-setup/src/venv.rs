@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mobius_conformance::paths::workspace_root;
-use mobius_conformance::run::bootstrap::target_dir;
+use crate::{target_dir, workspace_root};
 use sha2::{Digest, Sha256};
 
 /// Distributions an sdist build in the venv needs; installed from the lock before anything else.
