@@ -132,6 +132,10 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { f64::NAN }
 }
 
+/// New tokens a run in the real section: many short runs in rotation (`--pairs` rounds of them) pin a ratio down
+/// better than a few long ones on a machine whose speed drifts over seconds.
+const REAL_TOKENS: usize = 48;
+
 const MODELS: [&str; 4] = ["qwen3-tiny", "llama-tiny", "gemma3-tiny", "gemma4-tiny"];
 const FLAVOURS: [&str; 2] = ["default", "cpu"];
 
@@ -633,9 +637,9 @@ struct Served {
 const ENGINES: [&str; 3] = ["genai", "genai-package", "ort"];
 
 impl Served {
-    /// `bench.py decode-serve` with every engine of [`ENGINES`] on `pkg`.
-    fn start(o: &Options, pkg: &Path, prompt: &str) -> Result<Served, String> {
-        let (pkg, tokens, engines) = (pkg.to_string_lossy(), o.tokens.to_string(), ENGINES.join(","));
+    /// `bench.py decode-serve` with every engine of [`ENGINES`] on `pkg`, `tokens` new tokens a run.
+    fn start(pkg: &Path, prompt: &str, tokens: usize) -> Result<Served, String> {
+        let (pkg, tokens, engines) = (pkg.to_string_lossy(), tokens.to_string(), ENGINES.join(","));
         let args =
             ["decode-serve", "--package", &pkg, "--prompt-ids", prompt, "--tokens", &tokens, "--engines", &engines, "--threads", "1"];
         Served::spawn(&args.map(String::from))
@@ -721,7 +725,7 @@ fn decode_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, St
         for f in FLAVOURS {
             let pkg = package(m, f);
             let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
-            let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
+            let mut py = if o.skip_python { None } else { Some(Served::start(&pkg, &prompt_arg, o.tokens)?) };
             // onnxruntime-genai through the suite's own binding (the genai level's), loaded once and kept warm.
             let genai_rs = mobius_conformance::run::genai::Model::load(&pkg, Provider::Cpu).map_err(|e| e.to_string())?;
             let mut genai_rs_ids = Vec::new();
@@ -834,7 +838,8 @@ fn dir_mb(dir: &Path) -> f64 {
 /// The real tier at real size (`cargo xtask real`; skipped when it is not built): per package, the session's load
 /// time and the memory it adds against its size on disk, prefill latency at two lengths (one past Gemma-3's
 /// 512-token window), and decode throughput of the suite's loop against onnxruntime-genai and the Python
-/// onnxruntime loop in interleaved pairs. Only the last position's logits row ever leaves ONNX Runtime's output.
+/// onnxruntime loop and a Rust loop of ONNX Runtime calls alone, in `--pairs` rounds of [`REAL_TOKENS`]-token runs,
+/// each round in a rotated order. Only the last position's logits row ever leaves ONNX Runtime's output.
 /// Each ratio is given twice: over whole runs, and at the median decode step (every loop's steps timed from one
 /// run call's end to the next), which a burst of the machine's noise inside one engine's run does not move.
 fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, String> {
@@ -851,8 +856,9 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
     }
     table.push(String::new());
     table.push(format!(
-        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite) | genai | python ort | ort-only rust | vs genai: run; median step | vs python ort: run; median step | vs ort-only rust: run; median step | own ms/token: suite, ort-only rust, python ort |",
-        o.tokens
+        "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite; {} rounds) | genai | python ort | ort-only rust | vs genai: run; median step | vs python ort: run; median step | vs ort-only rust: run; median step | own ms/token: suite, ort-only rust, python ort |",
+        o.tokens.min(REAL_TOKENS),
+        o.pairs
     ));
     table.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|".into());
     let mut out = Vec::new();
@@ -876,42 +882,41 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
             .collect::<Result<_, _>>()?;
         let prompt = synthetic(32, vocab, bos);
         let prompt_arg = prompt.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-        let suite = DecodeLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
-        let thin = OrtOnlyLoop::new(&pkg, &prompt, o.tokens, Provider::Cpu)?;
-        let mut py = if o.skip_python { None } else { Some(Served::start(o, &pkg, &prompt_arg)?) };
-        // Per pair, for the suite, genai, python ort and the ORT-only loop: tok/s of the whole run (columns 0-3) and
+        let tokens = o.tokens.min(REAL_TOKENS);
+        let suite = DecodeLoop::new(&pkg, &prompt, tokens, Provider::Cpu)?;
+        let thin = OrtOnlyLoop::new(&pkg, &prompt, tokens, Provider::Cpu)?;
+        let mut py = if o.skip_python { None } else { Some(Served::start(&pkg, &prompt_arg, tokens)?) };
+        // Per round, for the suite, genai, python ort and the ORT-only loop: tok/s of the whole run (columns 0-3) and
         // at the median step (4-7); then the suite's, the ORT-only loop's and python ort's own time per token outside
         // ONNX Runtime's run calls (ms, 8-10).
-        let suite_run = |row: &mut [f64; 11]| -> Result<(), String> {
-            settle();
-            let r = suite.run()?;
-            (row[0], row[4], row[8]) = (r.rate, step_rate(&r.steps), r.own_ms());
-            Ok(())
-        };
         let mut rows: Vec<[f64; 11]> = Vec::new();
-        for pair in 0..o.pairs.min(5) {
+        for round in 0..o.pairs {
             let mut row = [f64::NAN; 11];
-            if pair % 2 == 0 {
-                suite_run(&mut row)?;
-            }
-            settle();
-            let (r, ids) = thin.run()?;
-            if ids != suite.ids {
-                return Err(format!("{rel}: the ORT-only loop chose other tokens than the suite's loop: no figure"));
-            }
-            (row[3], row[7], row[9]) = (r.rate, step_rate(&r.steps), r.own_ms());
-            if let Some(py) = py.as_mut() {
-                for (i, engine) in [(1, "genai"), (2, "ort")] {
-                    settle();
-                    let (rate, steps, own) = py.run(engine, o.tokens)?;
-                    (row[i], row[4 + i]) = (rate, step_rate(&steps));
-                    if engine == "ort" {
-                        row[10] = own;
+            // Each loop takes each place in the order equally often (a rotation), so a drift of the machine's speed
+            // within a round falls on every loop alike.
+            for k in 0..4 {
+                settle();
+                match (round + k) % 4 {
+                    0 => {
+                        let r = suite.run()?;
+                        (row[0], row[4], row[8]) = (r.rate, step_rate(&r.steps), r.own_ms());
+                    }
+                    3 => {
+                        let (r, ids) = thin.run()?;
+                        if ids != suite.ids {
+                            return Err(format!("{rel}: the ORT-only loop chose other tokens than the suite's loop: no figure"));
+                        }
+                        (row[3], row[7], row[9]) = (r.rate, step_rate(&r.steps), r.own_ms());
+                    }
+                    i => {
+                        let Some(py) = py.as_mut() else { continue };
+                        let (rate, steps, own) = py.run(if i == 1 { "genai" } else { "ort" }, tokens)?;
+                        (row[i], row[4 + i]) = (rate, step_rate(&steps));
+                        if i == 2 {
+                            row[10] = own;
+                        }
                     }
                 }
-            }
-            if pair % 2 == 1 {
-                suite_run(&mut row)?;
             }
             rows.push(row);
         }
@@ -943,7 +948,7 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         out.push(json!({
             "package": rel, "size_mb": size, "load_seconds": load, "rss_added_mb": added,
             "prefill_seconds": { "64": pre[0].json(), "600": pre[1].json() },
-            "decode_tokens": o.tokens, "suite": j(col(0)), "genai": j(col(1)), "python_ort": j(col(2)),
+            "decode_tokens": tokens, "rounds": o.pairs, "suite": j(col(0)), "genai": j(col(1)), "python_ort": j(col(2)),
             "decode_vs_genai": j(vs(1)), "decode_vs_python_ort": j(vs(2)), "ort_only_rust": j(col(3)),
             "decode_vs_ort_only_rust": j(vs(3)),
             "median_step": { "suite": j(col(4)), "genai": j(col(5)), "python_ort": j(col(6)), "ort_only_rust": j(col(7)),
