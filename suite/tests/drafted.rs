@@ -38,6 +38,17 @@ fn suppress() -> Suppress {
     Suppress { always: vec![0, 1, 2, 3, 513, 514], at_begin: vec![512] }
 }
 
+/// The fixture's decoder and the encoder states of its stored clip.
+fn fixture() -> (std::sync::Arc<runtime::Decoder>, Features) {
+    let pkg = package();
+    (decoder(&pkg), states(&pkg))
+}
+
+/// The step-by-step loop's run to the budget, stopping after `eos`.
+fn stepwise(d: &runtime::Decoder, front: &Front, eos: &[i64]) -> Generated {
+    generate::greedy_with(d, front, &PROMPT, BUDGET, eos, None, &[], &suppress()).unwrap()
+}
+
 /// Same tokens and steps as the step-by-step run, each step's top logits within float noise of its.
 fn assert_same_run(what: &str, got: &Generated, want: &Generated) {
     assert_eq!(got.tokens, want.tokens, "{what}: tokens");
@@ -55,11 +66,9 @@ fn assert_same_run(what: &str, got: &Generated, want: &Generated) {
 
 #[test]
 fn any_draft_gives_the_step_by_step_greedy_tokens_and_a_right_one_takes_one_call() {
-    let pkg = package();
-    let d = decoder(&pkg);
-    let s = states(&pkg);
+    let (d, s) = fixture();
     let front = Front::CrossAttention(&s);
-    let want = generate::greedy_with(&d, &front, &PROMPT, BUDGET, &[], None, &[], &suppress()).unwrap();
+    let want = stepwise(&d, &front, &[]);
     assert_eq!(want.steps.len(), BUDGET);
     let right = want.tokens.clone();
     let run = |draft: &[i64]| greedy_drafted(&d, &front, &PROMPT, BUDGET, &[], &suppress(), draft).unwrap();
@@ -96,15 +105,13 @@ fn any_draft_gives_the_step_by_step_greedy_tokens_and_a_right_one_takes_one_call
 
 #[test]
 fn the_run_stops_after_eos_as_the_step_by_step_loop_does() {
-    let pkg = package();
-    let d = decoder(&pkg);
-    let s = states(&pkg);
+    let (d, s) = fixture();
     let front = Front::CrossAttention(&s);
-    let full = generate::greedy_with(&d, &front, &PROMPT, BUDGET, &[], None, &[], &suppress()).unwrap();
+    let full = stepwise(&d, &front, &[]);
     // Take the token chosen at step 4 as the end of text: both loops stop after it (kept), on any draft.
     let eos = [full.tokens[4]];
     let first = full.tokens.iter().position(|t| *t == eos[0]).unwrap();
-    let want = generate::greedy_with(&d, &front, &PROMPT, BUDGET, &eos, None, &[], &suppress()).unwrap();
+    let want = stepwise(&d, &front, &eos);
     assert_eq!(want.tokens.len(), first + 1);
     for draft in [&full.tokens[..], &[], &full.tokens[..2]] {
         let r = greedy_drafted(&d, &front, &PROMPT, BUDGET, &eos, &suppress(), draft).unwrap();
@@ -114,9 +121,7 @@ fn the_run_stops_after_eos_as_the_step_by_step_loop_does() {
 
 #[test]
 fn a_cache_cut_back_continues_as_one_grown_to_that_length() {
-    let pkg = package();
-    let d = decoder(&pkg);
-    let s = states(&pkg);
+    let (d, s) = fixture();
     let tokens = [SOT, NOTIMESTAMPS, 40, 41, 42, 43, 44];
     let empty = d.new_cache_with(Some(&s)).unwrap();
     let (_, long) = d.forward(StepInput::Ids(tokens.to_vec()), &empty, 1).unwrap();
