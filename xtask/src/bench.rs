@@ -854,10 +854,11 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         table.push("real tier: not built (`cargo xtask real`): skipped".into());
         return Ok(Vec::new());
     }
+    let tokens = o.tokens.min(REAL_TOKENS);
     table.push(String::new());
     table.push(format!(
         "| real tier | size MB | load s | RSS added MB | prefill 64 ms | prefill 600 ms | decode {} tok/s (suite; {} rounds) | genai | python ort | ort-only rust | vs genai: run; median step | vs python ort: run; median step | vs ort-only rust: run; median step | own ms/token: suite, ort-only rust, python ort |",
-        o.tokens.min(REAL_TOKENS),
+        tokens,
         o.pairs
     ));
     table.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|".into());
@@ -882,7 +883,6 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
             .collect::<Result<_, _>>()?;
         let prompt = synthetic(32, vocab, bos);
         let prompt_arg = prompt.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-        let tokens = o.tokens.min(REAL_TOKENS);
         let suite = DecodeLoop::new(&pkg, &prompt, tokens, Provider::Cpu)?;
         let thin = OrtOnlyLoop::new(&pkg, &prompt, tokens, Provider::Cpu)?;
         let mut py = if o.skip_python { None } else { Some(Served::start(&pkg, &prompt_arg, tokens)?) };

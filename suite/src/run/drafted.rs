@@ -16,8 +16,8 @@
 //! token step-by-step, and once per checked run here. The speech gate's draft is the reference's own transcript.
 
 use crate::error::{Result, bail};
-use crate::numeric::{Step, scan_row};
-use crate::run::generate::{Front, Generated, Suppress};
+use crate::numeric::Step;
+use crate::run::generate::{self, Front, Generated, Suppress};
 use crate::run::runtime::{Decoder, StepInput};
 
 /// A drafted run: the package's greedy tokens, as [`generate::greedy_with`] keeps them, and how many forward calls
@@ -43,12 +43,7 @@ pub fn greedy_drafted(
     if let Front::Embedding(_) = front {
         bail!("{}: drafted greedy decoding feeds token ids; this package's decoder takes embeddings", decoder.model.display());
     }
-    if max_new_tokens > crate::vocab::MAX_NEW_TOKENS as usize {
-        bail!(
-            "asked for {max_new_tokens} new tokens; at most {} are generated (a case or golden past that is refused)",
-            crate::vocab::MAX_NEW_TOKENS
-        );
-    }
+    generate::check_budget(max_new_tokens)?;
     let mut cache = decoder.new_cache_with(front.context())?;
     // The tokens the cache does not hold yet: the prompt, then the last token chosen.
     let mut pending = prompt.to_vec();
@@ -66,11 +61,9 @@ pub fn greedy_drafted(
         let mut agreed = 0;
         let mut done = false;
         for j in 0..=guess.len() {
-            let row = out.row(j);
-            let (top, non_finite) = scan_row(row, 10);
-            let finite = non_finite.is_none();
-            let next = suppress.choose(row, steps.len(), finite.then_some(&top)) as i64;
-            steps.push(Step { chosen: next, top, watched: Vec::new(), non_finite });
+            let step = generate::choose_step(out.row(j), steps.len(), suppress, Vec::new());
+            let (next, finite) = (step.chosen, step.non_finite.is_none());
+            steps.push(step);
             chosen.push(next);
             if !finite || eos.contains(&next) || steps.len() == max_new_tokens {
                 done = true;

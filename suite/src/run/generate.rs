@@ -185,12 +185,7 @@ pub fn greedy_with(
     suppress: &Suppress,
 ) -> Result<Generated> {
     let limit = forced.map_or(max_new_tokens, <[i64]>::len);
-    if limit > crate::vocab::MAX_NEW_TOKENS as usize {
-        bail!(
-            "asked for {limit} new tokens; at most {} are generated (a case or golden past that is refused)",
-            crate::vocab::MAX_NEW_TOKENS
-        );
-    }
+    check_budget(limit)?;
     let mut run = decoder.start_with(prompt.len() + limit, front.context())?;
     let prefill_logits = decoder.advance(&mut run, front.input(prompt, true)?)?.to_vec();
     let mut tokens: Vec<i64> = Vec::with_capacity(limit);
@@ -203,13 +198,12 @@ pub fn greedy_with(
                 Front::Embedding(_) => decoder.advance(&mut run, front.input(&[fed], false)?)?,
             },
         };
-        // One pass over the row gives what the step keeps; the choice reads the top-k unless the row is not finite.
-        let (top, non_finite) = scan_row(logits, 10);
-        let chosen = suppress.choose(logits, i, non_finite.is_none().then_some(&top)) as i64;
         let watched = watch.get(i).map_or_else(Vec::new, |ids| {
             ids.iter().map(|&id| usize::try_from(id).ok().and_then(|id| logits.get(id)).copied().unwrap_or(f32::NAN)).collect()
         });
-        steps.push(Step { chosen, top, watched, non_finite });
+        let step = choose_step(logits, i, suppress, watched);
+        let chosen = step.chosen;
+        steps.push(step);
         let next = forced.map_or(chosen, |f| f[i]);
         tokens.push(next);
         if forced.is_none() && eos.contains(&next) {
@@ -217,6 +211,25 @@ pub fn greedy_with(
         }
     }
     Ok(Generated { tokens, steps, prefill_logits })
+}
+
+/// Refuses a run of more than [`crate::vocab::MAX_NEW_TOKENS`] new tokens.
+pub fn check_budget(limit: usize) -> Result<()> {
+    if limit > crate::vocab::MAX_NEW_TOKENS as usize {
+        bail!(
+            "asked for {limit} new tokens; at most {} are generated (a case or golden past that is refused)",
+            crate::vocab::MAX_NEW_TOKENS
+        );
+    }
+    Ok(())
+}
+
+/// Greedy step `step` of a run over its logits row: one pass over the row gives what the step keeps (its top-10,
+/// whether it is finite), and the choice, never an id `suppress` bans, reads that top-k unless the row is not finite.
+pub fn choose_step(logits: &[f32], step: usize, suppress: &Suppress, watched: Vec<f32>) -> Step {
+    let (top, non_finite) = scan_row(logits, 10);
+    let chosen = suppress.choose(logits, step, non_finite.is_none().then_some(&top)) as i64;
+    Step { chosen, top, watched, non_finite }
 }
 
 /// Runs a package's vision encoder: `pixel_values` as stored (uint8: the processor's values are exactly
