@@ -34,8 +34,7 @@ pub fn check(args: &Arguments, root: &std::path::Path) -> Result<(), String> {
 pub fn trials(root: &std::path::Path) -> Vec<Trial> {
     let suite = Arc::new(Suite::open(root));
     let ctx = RunContext::from_env();
-    suite
-        .plan()
+    mobius_conformance::trial::matrix::plan(&suite)
         .into_iter()
         .map(|spec| {
             let suite = suite.clone();

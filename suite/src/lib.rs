@@ -19,6 +19,7 @@ pub mod outcome;
 pub mod paths;
 pub mod vocab;
 
+pub mod level;
 pub mod report;
 pub mod trial;
 
@@ -63,13 +64,10 @@ pub mod run {
 /// Judging outputs: the goldens, the tolerance policy, the verdicts, the numbers behind them, and the expected
 /// failures.
 pub mod judge {
-    pub mod component;
-    pub mod detail;
-    pub mod dist;
     pub mod finite;
-    pub mod genai_level;
     pub mod golden;
     pub mod hexfloat;
+    pub mod profile;
     pub mod tolerance;
     pub mod verdict;
     pub mod xfail;

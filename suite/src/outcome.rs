@@ -1,14 +1,13 @@
-//! How a trial ended: its status, the message a person reads, the structured judgement and the numbers behind it,
-//! and the counts over a run. A leaf over the judges' result types: every stage and face may import it.
+//! How a trial ended: its status, the message a person reads, the judgement behind it (behind the one face every
+//! report reads), and the counts over a run. A leaf: it names no stage, so every stage and face may import it.
 
-use crate::accuracy::gate::GateReport;
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, de};
+
 use crate::error::Error;
-use crate::judge::component::ComponentReport;
-use crate::judge::detail::Detail;
-use crate::judge::dist::DistReport;
-use crate::judge::genai_level::GenaiReport;
-use crate::judge::verdict::{GenerationReport, PrefillReport, Verdict};
-use crate::judge::xfail::{Failure, Mismatch};
 
 /// How a trial ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,63 +36,33 @@ impl Status {
     }
 }
 
-impl From<Verdict> for Status {
-    fn from(v: Verdict) -> Status {
-        match v {
-            Verdict::Pass => Status::Pass,
-            Verdict::Ambiguous => Status::Ambiguous,
-            Verdict::Fail => Status::Fail,
-        }
-    }
-}
-
-/// What a judge decided, as data: the verdict, its reasons and every number it measured. `report/` renders it; the
-/// summary, the HTML, JSON, JUnit and `xtask mutants` read its fields, never the message.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Judgement {
-    /// L4: the last position over the vocabulary, and every stored prompt position.
-    Prefill(Box<PrefillReport>),
-    /// L5: the stream, its first divergence, the teacher-forced run and the step logits.
-    Generation(Box<GenerationReport>),
-    /// A media encoder's features, and whether they reach the decoder.
-    Component(Box<ComponentReport>),
-    /// The package through onnxruntime-genai.
-    Genai(Box<GenaiReport>),
-    /// The accuracy gate on one task.
-    Accuracy(Box<GateReport>),
-    /// The distribution level: KL divergence from the fp32 reference over the corpus.
-    Dist(Box<DistReport>),
-}
-
-impl Judgement {
+/// What a judge decided, as data, behind the face the reports read. Each level's judgement type implements it in
+/// the level's render module: the reasons, numbers and plots are words and pictures of the level's own numbers, and
+/// `report/` gathers them without knowing any level. A face that needs a level's own numbers (`xtask mutants`) asks
+/// the level, which downcasts through [`Judgement::as_any`].
+pub trait Judgement: fmt::Debug + Send + Sync + 'static {
     /// Why it failed (or what it warns about), in the order the report prints them as `- ` lines.
-    pub fn reasons(&self) -> Vec<&str> {
-        match self {
-            Judgement::Prefill(r) => r.reasons.iter().map(String::as_str).collect(),
-            Judgement::Generation(r) => r.reasons.iter().map(String::as_str).collect(),
-            Judgement::Component(r) => r.reasons.iter().map(String::as_str).collect(),
-            Judgement::Genai(r) => r.reasons(),
-            // The gate prints its reasons as notes under its numbers; its headline is its first line.
-            Judgement::Accuracy(_) => Vec::new(),
-            Judgement::Dist(r) => r.reasons.iter().map(String::as_str).collect(),
-        }
+    fn reasons(&self) -> Vec<String>;
+    /// The numbers the HTML report lists beside the verdict, each with its label.
+    fn numbers(&self) -> Vec<(&'static str, String)>;
+    /// The plots and tables the HTML report draws for it, as inline SVG or HTML.
+    fn plots(&self) -> Vec<String>;
+    /// Its row in `summary.md`'s numbers: the table it belongs in and its cells between the trial's verdict and time.
+    fn summary_row(&self) -> Option<(&'static NumbersTable, String)>;
+    /// The change in benchmark accuracy, in points (`summary.json`'s `accuracy_delta_points`): the gates'.
+    fn accuracy_delta_points(&self) -> Option<f64> {
+        None
     }
+    fn as_any(&self) -> &dyn Any;
+}
 
-    /// The noise policy's own statistic of an L4 judgement (at most 1 passes).
-    pub fn noise_score(&self) -> Option<f64> {
-        match self {
-            Judgement::Prefill(r) => r.noise.as_ref().map(|n| n.score),
-            _ => None,
-        }
-    }
-
-    /// L5's tokens kept: (matching, compared).
-    pub fn tokens_kept(&self) -> Option<(usize, usize)> {
-        match self {
-            Judgement::Generation(r) => Some((r.matches, r.expected.len().max(r.got.len()))),
-            _ => None,
-        }
-    }
+/// One of `summary.md`'s numbers tables: one per kind of trial, in `order`, each metric in its own column.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NumbersTable {
+    pub order: u8,
+    pub title: &'static str,
+    /// The columns between `trial | verdict` and `time (s)`, as a Markdown header's cells (`a | b | c`).
+    pub columns: &'static str,
 }
 
 /// How a strict xfail entry settled a trial, when one names it.
@@ -108,13 +77,13 @@ pub enum Settled {
 }
 
 /// A trial's result: its status, the message a person reads, and the numbers a summary table shows.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Outcome {
     pub status: Status,
     /// What `report/` rendered of it.
     pub message: String,
     /// The judgement, when a judge reached one (`None` for a skip or an error).
-    pub judgement: Option<Judgement>,
+    pub judgement: Option<Arc<dyn Judgement>>,
     /// How the case's xfail entry settled it, when one names it.
     pub settled: Option<Box<Settled>>,
     /// The command that regenerates this trial's golden or baseline (a case's trials; not a case that does not load).
@@ -123,8 +92,6 @@ pub struct Outcome {
     pub first_divergence: Option<usize>,
     /// The rendered L5 snapshot, when the trial compared one.
     pub snapshot: Option<String>,
-    /// Every number the verdict measured, and the series the reports plot.
-    pub detail: Option<Box<Detail>>,
     /// What failed, when a verdict failed (what an xfail entry can expect); `None` for a pass or an error.
     pub failure: Option<Box<Failure>>,
 }
@@ -140,7 +107,6 @@ impl Outcome {
             max_abs_diff: None,
             first_divergence: None,
             snapshot: None,
-            detail: None,
             failure: None,
         }
     }
@@ -157,7 +123,7 @@ impl Outcome {
     /// Runtime's refusal to load the package, the package's failure, which an entry may expect (`refused`, by its
     /// message).
     pub fn from_error(trial: &str, error: &Error) -> Outcome {
-        let failure = error.is_refusal().then(|| Box::new(crate::judge::xfail::Failure::refused(error.message().to_string())));
+        let failure = error.is_refusal().then(|| Box::new(Failure::refused(error.message().to_string())));
         Outcome { failure, ..Outcome::fail(format!("{trial}: {error}")) }
     }
 
@@ -199,5 +165,201 @@ impl Counts {
             } += 1;
         }
         c
+    }
+}
+
+/// What kind of verdict failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// L4: prefill logits out of tolerance (or a wrong argmax).
+    Logits,
+    /// L5: the greedy stream diverges from the reference's for real.
+    Tokens,
+    /// L5: the tokens hold, but a teacher-forced decode step's logits leave tolerance.
+    StepLogits,
+    /// The accuracy gate: benchmark accuracy moved beyond its bound.
+    Accuracy,
+    /// genai: onnxruntime-genai's own processor built another prompt than Hugging Face's.
+    Prompt,
+    /// The package's logits hold NaN or infinity (no diff range can hold it).
+    NonFinite,
+    /// The package's logits rows have another length than the golden's vocabulary (checked before finiteness, so an
+    /// expected `non_finite` never absorbs it).
+    VocabSize,
+    /// The package's runtime refused it: onnxruntime-genai (the genai level) or ONNX Runtime (a model file it will
+    /// not load, at any level); an expectation names what its error says.
+    Refused,
+    /// The distribution level: the next-token distributions' KL divergence from the fp32 reference over its limit.
+    Distribution,
+}
+
+impl FailureKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Logits => "logits",
+            FailureKind::Tokens => "tokens",
+            FailureKind::StepLogits => "step_logits",
+            FailureKind::Accuracy => "accuracy",
+            FailureKind::Prompt => "prompt",
+            FailureKind::NonFinite => "non_finite",
+            FailureKind::VocabSize => "vocab_size",
+            FailureKind::Refused => "refused",
+            FailureKind::Distribution => "distribution",
+        }
+    }
+
+    fn parse(s: &str) -> Option<FailureKind> {
+        [
+            FailureKind::Logits,
+            FailureKind::Tokens,
+            FailureKind::StepLogits,
+            FailureKind::Accuracy,
+            FailureKind::Prompt,
+            FailureKind::NonFinite,
+            FailureKind::VocabSize,
+            FailureKind::Refused,
+            FailureKind::Distribution,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+    }
+
+    /// In words, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FailureKind::Logits => "L4 prefill logits out of tolerance",
+            FailureKind::Tokens => "L5 greedy tokens diverge",
+            FailureKind::StepLogits => "L5 decode-step logits out of tolerance",
+            FailureKind::Accuracy => "accuracy outside the gate",
+            FailureKind::Prompt => "genai's processor prompt differs from Hugging Face's",
+            FailureKind::NonFinite => "logits are NaN or infinite",
+            FailureKind::VocabSize => "the logits' vocabulary is not the golden's",
+            FailureKind::Refused => "the runtime refused the package",
+            FailureKind::Distribution => "next-token distributions too far from the fp32 reference's",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FailureKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        FailureKind::parse(&s).ok_or_else(|| {
+            de::Error::custom(format!(
+                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution"
+            ))
+        })
+    }
+}
+
+/// A verdict's failure, in the numbers an expectation states.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// The largest |package - reference| logit difference the verdict measured (L4: over the last position's
+    /// vocabulary and every prompt position's stored logits; L5: over every teacher-forced step).
+    pub max_abs_diff: Option<f64>,
+    /// L5: the first diverging token (`tokens`) or the first step whose logits leave tolerance (`step_logits`).
+    pub first_step: Option<usize>,
+    /// L4: the first prompt position whose logits leave tolerance (goldens that store every position).
+    pub first_position: Option<usize>,
+    /// `refused`: the runtime's own error (onnxruntime-genai's or ONNX Runtime's), as it gave it.
+    pub refusal: Option<String>,
+}
+
+impl Failure {
+    /// A failure of `kind` with nothing measured yet.
+    pub fn of(kind: FailureKind) -> Failure {
+        Failure { kind, max_abs_diff: None, first_step: None, first_position: None, refusal: None }
+    }
+
+    /// The runtime's refusal of the package, with its error.
+    pub fn refused(error: String) -> Failure {
+        Failure { refusal: Some(error), ..Failure::of(FailureKind::Refused) }
+    }
+
+    /// A prefill-logits failure measured as `max_abs_diff`: `non_finite` when that is NaN or infinite (the package
+    /// computed no number there), else `logits`.
+    pub fn prefill(max_abs_diff: Option<f64>) -> Failure {
+        let kind = if max_abs_diff.is_some_and(|d| !d.is_finite()) { FailureKind::NonFinite } else { FailureKind::Logits };
+        Failure { max_abs_diff, ..Failure::of(kind) }
+    }
+}
+
+impl fmt::Display for Failure {
+    /// As the case file would state it, so a measured failure can be pasted into an `expect`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{ failure: {}", self.kind)?;
+        if let Some(d) = self.max_abs_diff {
+            write!(f, ", max_abs_diff: {d:.6e}")?;
+        }
+        if let Some(s) = self.first_step {
+            write!(f, ", first_step: {s}")?;
+        }
+        if let Some(p) = self.first_position {
+            write!(f, ", first_position: {p}")?;
+        }
+        if let Some(m) = &self.refusal {
+            write!(f, ", message: {m:?}")?;
+        }
+        write!(f, " }} ({})", self.kind.describe())
+    }
+}
+
+/// Why a failure is not the one an xfail entry expects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mismatch {
+    /// The trial ended without a verdict: bad input or a broken set-up, never an expected failure.
+    NoVerdict,
+    Kind {
+        got: FailureKind,
+        expected: FailureKind,
+    },
+    OutsideRange {
+        got: f64,
+        range: [f64; 2],
+    },
+    NoDiffMeasured,
+    Step {
+        got: Option<usize>,
+        expected: usize,
+    },
+    Position {
+        got: Option<usize>,
+        expected: usize,
+    },
+    /// The runtime refused the package, but its error does not say what the entry expects.
+    Message {
+        expected: String,
+    },
+    /// The entry states no failure to expect.
+    NoneStated,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let none = |v: &Option<usize>| v.map_or_else(|| "none".to_string(), |g| g.to_string());
+        match self {
+            Mismatch::NoVerdict => f.write_str(
+                "the trial failed without reaching a verdict (a load error, a missing package or golden, a stale golden, \
+                 bad input), which is never an expected failure",
+            ),
+            Mismatch::Kind { got, expected } => write!(f, "the failure is {got} ({}), not {expected}", got.describe()),
+            Mismatch::OutsideRange { got, range: [lo, hi] } => write!(f, "max |diff| {got:.6e} is outside the expected [{lo:e}, {hi:e}]"),
+            Mismatch::NoDiffMeasured => f.write_str("the verdict measured no max |diff| to hold against the expected range"),
+            Mismatch::Step { got, expected } => {
+                write!(f, "the failure starts at step {}, not at the expected step {expected}", none(got))
+            }
+            Mismatch::Position { got, expected } => {
+                write!(f, "the logits leave tolerance from prompt position {}, not from the expected position {expected}", none(got))
+            }
+            Mismatch::Message { expected } => write!(f, "the runtime's error does not contain the expected {expected:?}"),
+            Mismatch::NoneStated => f.write_str("the xfail entry states no expected failure"),
+        }
     }
 }

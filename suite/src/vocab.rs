@@ -80,82 +80,63 @@ impl Ep {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// Prefill: the last position's logits over the vocabulary, and every prompt position's stored logits, against
-    /// the reference.
-    L4,
-    /// Greedy generation with the KV cache: tokens against the reference.
-    L5,
-    /// Component parity: the vision encoder's features against the reference's, and that they reach the decoder.
-    VisionEncoder,
+/// Declares the levels' ids, each with its name in trial names and case files, once: what a level does lives in its
+/// own module under `level/`, listed in `level::ALL`.
+macro_rules! levels {
+    ($($(#[$doc:meta])* $id:ident => $name:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Level {
+            $($(#[$doc])* $id,)*
+        }
+
+        impl Level {
+            /// Every level, in the order trials of one variant sort.
+            pub const ALL: &[Level] = &[$(Level::$id,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Level::$id => $name,)*
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Level> {
+                match s {
+                    $($name => Some(Level::$id),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+levels! {
+    /// Prefill: the last position's logits over the vocabulary, and every stored prompt position's, against the reference.
+    L4 => "L4",
+    /// Greedy generation with the KV cache: tokens and step logits against the reference's.
+    L5 => "L5",
+    /// The vision encoder's features against the reference's, and that they reach the decoder.
+    VisionEncoder => "vision_encoder",
     /// The same for the audio encoder.
-    AudioEncoder,
-    /// The accuracy gate on a benchmark task (trials come from the case's `accuracy` tasks; named in `xfail`).
-    Accuracy,
-    /// The package as onnxruntime-genai runs it (its `genai_config.json`, model, tokenizer, processor and greedy
-    /// generator): tokens against the L5 golden, prefill logits against the L4 golden.
-    Genai,
+    AudioEncoder => "audio_encoder",
+    /// The accuracy gate on a benchmark task.
+    Accuracy => "accuracy",
+    /// The package as onnxruntime-genai runs it.
+    Genai => "genai",
     /// The multimodal accuracy gate with every item through onnxruntime-genai's own processor and generator.
-    AccuracyGenai,
-    /// The next-token distributions over a teacher-forced corpus against the fp32 reference's (KL divergence,
-    /// same top token, perplexity ratio), for every dtype alike (`judge::dist`).
-    Dist,
+    AccuracyGenai => "accuracy_genai",
+    /// The next-token distributions over a teacher-forced corpus against the fp32 reference's.
+    Dist => "dist",
 }
 
 impl Level {
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::L4 => "L4",
-            Level::L5 => "L5",
-            Level::VisionEncoder => "vision_encoder",
-            Level::AudioEncoder => "audio_encoder",
-            Level::Accuracy => "accuracy",
-            Level::Genai => "genai",
-            Level::AccuracyGenai => "accuracy_genai",
-            Level::Dist => "dist",
-        }
+    /// A gate's level: its trials are named `<task>/<case>/<ep>/<dtype>/<level>`, one per benchmark task.
+    pub fn is_gate(self) -> bool {
+        matches!(self, Level::Accuracy | Level::AccuracyGenai)
     }
 
-    /// Case files name L4 and L5 (and `accuracy`, `genai` or a component level in an `xfail`); the component levels
-    /// come from the modalities, and every case has a `genai` trial.
-    pub fn parse(s: &str) -> Option<Level> {
-        match s {
-            "L4" => Some(Level::L4),
-            "L5" => Some(Level::L5),
-            "vision_encoder" => Some(Level::VisionEncoder),
-            "audio_encoder" => Some(Level::AudioEncoder),
-            "accuracy" => Some(Level::Accuracy),
-            "genai" => Some(Level::Genai),
-            "accuracy_genai" => Some(Level::AccuracyGenai),
-            "dist" => Some(Level::Dist),
-            _ => None,
-        }
-    }
-
-    /// A component level's encoder and the features tensor it makes: (`vision_encoder`, `image_features`) or
-    /// (`audio_encoder`, `audio_features`).
-    pub fn features(self) -> (&'static str, &'static str) {
-        match self {
-            Level::VisionEncoder => ("vision_encoder", "image_features"),
-            _ => ("audio_encoder", "audio_features"),
-        }
-    }
-
-    /// The levels of a modality's trials: the case's, plus the encoders its media go through, plus genai's run. The
-    /// distribution level runs once per case: on its text trials, or for a speech-to-text case (whose one modality is
-    /// audio) on its audio trials.
-    pub fn for_modality(case_levels: &[Level], modality: Modality, speech_to_text: bool) -> Vec<Level> {
-        let dist_here = if speech_to_text { modality == Modality::Audio } else { modality == Modality::Text };
-        let mut v: Vec<Level> = case_levels.iter().copied().filter(|&l| l != Level::Dist || dist_here).collect();
-        if matches!(modality, Modality::Image | Modality::ImageAudio) {
-            v.push(Level::VisionEncoder);
-        }
-        if matches!(modality, Modality::Audio | Modality::ImageAudio) {
-            v.push(Level::AudioEncoder);
-        }
-        v.push(Level::Genai);
-        v
+    /// The names `parse` takes, for messages.
+    pub fn names() -> String {
+        Level::ALL.iter().map(|l| l.name()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -211,8 +192,20 @@ macro_rules! deserialize_by_name {
 }
 deserialize_by_name!(Dtype, "dtype", "f32, f16, bf16, int4 (or float32, float16, bfloat16)");
 deserialize_by_name!(Ep, "ep", "default, cpu, cuda");
-deserialize_by_name!(Level, "level", "L4, L5, accuracy, genai, vision_encoder, audio_encoder, accuracy_genai, dist");
 deserialize_by_name!(Modality, "modality", "text, image, audio, image+audio");
+
+impl<'de> Deserialize<'de> for Level {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Level::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown level {s:?}, expected one of {}", Level::names())))
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -296,14 +289,14 @@ impl TrialId {
         let mut parts = name.rsplitn(5, '/');
         let (last, dtype, ep, fourth, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let (ep, dtype) = (Ep::parse(ep)?, Dtype::parse(dtype)?);
-        if let level @ (Level::Accuracy | Level::AccuracyGenai) = Level::parse(last)? {
+        let level = Level::parse(last)?;
+        if level.is_gate() {
             let (task, case) = match rest.split_once('/') {
                 Some((task, head)) => (task.to_string(), format!("{head}/{fourth}")),
                 None => (rest.to_string(), fourth.to_string()),
             };
             return Some(TrialId::Accuracy { task, case, ep, dtype, level });
         }
-        let level = Level::parse(last)?;
         Some(TrialId::Conformance { case: rest.to_string(), modality: Modality::parse(fourth)?, ep, dtype, level })
     }
 

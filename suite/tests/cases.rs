@@ -1,9 +1,11 @@
 //! Case files: strict parsing, expansion into trials, and mobius' files loading unchanged.
 
+mod common;
+
 use std::path::Path;
 
 use mobius_conformance::judge::golden::{GenerationGolden, PrefillGolden};
-use mobius_conformance::judge::tolerance::Policy;
+use mobius_conformance::judge::tolerance::{Logits, Policy};
 use mobius_conformance::outcome::Status;
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::suite::{Suite, TrialKind};
@@ -62,7 +64,7 @@ fn plans_sorted_hierarchical_trial_names() {
         &dir.join("cases/causal-lm/a-model.yaml"),
         &CASE.replace("[f32, f16]", "[f32]").replace("  packages:\n    \"cpu/f16\": \"elsewhere/cpu-half\"\n", ""),
     );
-    let names: Vec<String> = Suite::open(&dir).plan().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = mobius_conformance::trial::matrix::plan(&Suite::open(&dir)).into_iter().map(|t| t.name).collect();
     assert_eq!(names.len(), 6 + 12, "L4, L5 and genai per variant");
     assert_eq!(
         &names[..6],
@@ -125,7 +127,7 @@ fn a_broken_case_is_its_own_failing_trial() {
     let dir = tempdir("broken");
     write(&dir.join("cases/causal-lm/good.yaml"), CASE);
     write(&dir.join("cases/causal-lm/bad.yaml"), "model_id: x\nbogus: 1\n");
-    let plan = Suite::open(&dir).plan();
+    let plan = mobius_conformance::trial::matrix::plan(&Suite::open(&dir));
     let bad: Vec<_> = plan.iter().filter(|t| matches!(t.kind, TrialKind::Broken(_))).collect();
     // `bad/case`, and the trials it might have had (its file names no matrix or level: all of them), so a filter
     // aimed at its real trials still finds the failure.
@@ -151,12 +153,12 @@ fn mobius_cases_and_tolerances_load_unchanged() {
     }
     let policy = suite.policy.as_ref().expect("default_tolerances.yaml loads");
     assert!(policy.source.starts_with("default_tolerances.yaml"), "{}", policy.source);
-    let t = policy.resolve(Level::L4, Dtype::F16, None, None);
+    let t = policy.resolve(Logits::Prefill, Dtype::F16, None, None);
     assert_eq!(t.near_tie_margin, 0.1);
     let vl = cases.iter().flatten().find(|c| c.name == "gemma-4-e2b-it").unwrap();
     assert_eq!(vl.modalities(), vec![Modality::Image]);
     // Their goldens load too, and every trial skips, naming what is missing (they name no ONNX package).
-    let plan = suite.plan();
+    let plan = mobius_conformance::trial::matrix::plan(&suite);
     assert!(plan.len() >= 18, "{} trials", plan.len());
     for spec in &plan {
         let TrialKind::Conformance { case, level, modality, variant } = &spec.kind else { panic!("{} did not load", spec.name) };
@@ -186,10 +188,10 @@ fn policy_rejects_unknown_fields_and_applies_overrides() {
     let e = Policy::parse("tol.yaml", "L4:\n  f32: { atol: -1.0 }\n").unwrap_err().to_string();
     assert!(e.contains("atol"), "{e}");
     let p = Policy::parse("tol.yaml", "L5:\n  f32: { min_token_match_ratio: 0.5 }\n").unwrap();
-    assert_eq!(p.resolve(Level::L5, Dtype::F32, None, None).min_token_match_ratio, 0.5);
-    assert_eq!(p.resolve(Level::L5, Dtype::F32, None, Some(0.75)).min_token_match_ratio, 0.75);
+    assert_eq!(p.resolve(Logits::Stream, Dtype::F32, None, None).min_token_match_ratio, 0.5);
+    assert_eq!(p.resolve(Logits::Stream, Dtype::F32, None, Some(0.75)).min_token_match_ratio, 0.75);
     let case = parse(&format!("{CASE}tolerance:\n  atol: 0.5\n")).unwrap();
-    assert_eq!(p.resolve(Level::L4, Dtype::F32, case.spec.tolerance.as_ref(), None).atol, 0.5);
+    assert_eq!(p.resolve(Logits::Prefill, Dtype::F32, case.spec.tolerance.as_ref(), None).atol, 0.5);
 }
 
 fn tempdir(tag: &str) -> std::path::PathBuf {
@@ -224,7 +226,7 @@ fn paths_stay_inside_the_suite_unless_marked_external() {
 #[test]
 fn a_case_cannot_switch_the_noise_policy_off() {
     use mobius_conformance::judge::tolerance::{Tolerance, check_loosening};
-    let base = Tolerance::builtin(Level::L4, Dtype::F32);
+    let base = Tolerance::builtin(Logits::Prefill, Dtype::F32);
     assert_eq!(check_loosening(&base, &Tolerance { noise_multiple_max: base.noise_multiple_max * 10.0, ..base }), Ok(()));
     for (field, loose) in [
         ("noise_multiple_p50", Tolerance { noise_multiple_p50: 1e9, ..base }),
@@ -237,15 +239,41 @@ fn a_case_cannot_switch_the_noise_policy_off() {
 }
 
 #[test]
-fn an_xfail_entry_that_names_no_trial_is_a_load_error() {
-    let base = "model_id: x\nmodel_type: qwen3\nrevision: r\ntask_type: text-generation\ndtype: float32\nlevel: L4\n\
+fn an_xfail_entry_that_names_no_trial_or_a_failure_its_level_never_gives_fails_its_case() {
+    let base = "model_id: x\nmodel_type: qwen3\nrevision: r\ntask_type: text-generation\ndtype: float32\nlevel: L4+L5\n\
                 matrix: {eps: [cpu], dtypes: [f32]}\n";
-    let entry = |e: &str| format!("{base}xfail: {{ {e}, reason: known, expect: {{ failure: logits, max_abs_diff: [0.1, 1.0] }} }}\n");
-    Case::parse("cases/t/x.yaml", "t", "x", &entry("levels: [L4], dtypes: [f32]")).expect("names the f32 L4 trial");
+    let entry = |e: &str, expect: &str| format!("{base}xfail: {{ {e}, reason: known, expect: {expect} }}\n");
+    let logits = "{ failure: logits, max_abs_diff: [0.1, 1.0] }";
+    let s = common::Scratch::new("xfail-targets");
+    // The case's plan: (its own `x/case` trial's error, if it is broken; whether its L4 trial is planned to fail).
+    let plan = |text: &str| {
+        common::write(&s.0.join("cases/t/x.yaml"), text);
+        let plan = trial::matrix::plan(&Suite::open(&s.0));
+        let error = plan.iter().find_map(|t| match (&t.kind, t.name.as_str()) {
+            (TrialKind::Broken(b), "x/case") => Some(b.error.to_string()),
+            _ => None,
+        });
+        let l4_broken = plan.iter().any(|t| t.name == "x/text/cpu/f32/L4" && matches!(t.kind, TrialKind::Broken(_)));
+        (error, l4_broken)
+    };
+    assert_eq!(plan(&entry("levels: [L4], dtypes: [f32]", logits)), (None, false), "names the f32 L4 trial");
     for bad in ["levels: [L4], dtypes: [int4]", "levels: [L4], eps: [default]", "levels: [L4], modalities: [image]"] {
-        let e = Case::parse("cases/t/x.yaml", "t", "x", &entry(bad)).unwrap_err().to_string();
+        let (e, l4_broken) = plan(&entry(bad, logits));
+        let e = e.unwrap_or_else(|| panic!("{bad}: the case plans"));
         assert!(e.contains("cases/t/x.yaml") && e.contains("field `xfail[0]`") && e.contains("names no trial"), "{bad}: {e}");
+        assert!(l4_broken, "{bad}: the trials it would have had fail too");
     }
+    // The failure is one its levels give: L5 gives no `logits`, and only L4 states a prompt position.
+    let (e, _) = plan(&entry("levels: [L4, L5]", logits));
+    let e = e.expect("L5 gives no logits failure");
+    assert!(e.contains("only a L4 or genai trial gives") && e.contains("lists L5"), "{e}");
+    let (e, _) = plan(&entry("levels: [genai]", "{ failure: logits, max_abs_diff: [1, 2], first_position: 3 }"));
+    let e = e.expect("genai states no prompt position");
+    assert!(e.contains("first_position` is given, but only L4") && e.contains("lists genai"), "{e}");
+    // `level:` selects the levels a case file selects.
+    let (e, _) = plan(&base.replace("level: L4+L5", "level: L4+dist"));
+    let e = e.expect("dist is not selected by `level:`");
+    assert!(e.contains("field `level`: `dist` is not a level a case file selects") && e.contains("L4 or L5"), "{e}");
 }
 
 #[test]

@@ -11,7 +11,6 @@ use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::suite::{Suite, TrialKind};
 use mobius_conformance::trial;
-use mobius_conformance::vocab::Level;
 
 /// The corpus, or why this run goes without it: under CI it must be there (the copy of shared/ sits beside the clone).
 fn corpus() -> Option<PathBuf> {
@@ -83,11 +82,11 @@ fn the_full_mobius_corpus_loads_plans_and_skips_precisely() {
     for needle in ["default_tolerances.yaml", "L4.int4.near_tie_margin=1", "L5.int4.min_token_match_ratio=0.7"] {
         assert!(policy.source.contains(needle), "policy source should name {needle}: {}", policy.source);
     }
-    let int4 = policy.resolve(Level::L4, mobius_conformance::vocab::Dtype::Int4, None, None);
+    let int4 = policy.resolve(mobius_conformance::judge::tolerance::Logits::Prefill, mobius_conformance::vocab::Dtype::Int4, None, None);
     assert_eq!(int4.near_tie_margin, 1e-3, "mobius' int4 margin of 1.0 must not loosen the suite's");
 
     // Trials: unique names, every one a skip with a precise reason, no panic.
-    let plan = suite.plan();
+    let plan = mobius_conformance::trial::matrix::plan(&suite);
     let names: BTreeSet<&str> = plan.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names.len(), plan.len(), "trial names must be unique");
     assert!(
@@ -196,7 +195,7 @@ fn several_prompts_become_subjects_of_their_own() {
     assert_eq!(got, [("x", Some("first")), ("x.p2", Some("second")), ("x.p3", Some("third"))]);
     let paths = suite.golden_paths(&cases[1], mobius_conformance::vocab::Modality::Text, mobius_conformance::vocab::Dtype::F32);
     assert!(paths.prefill.ends_with("goldens/causal-lm/x.p2.json"), "{}", paths.prefill.display());
-    let names: Vec<String> = suite.plan().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = mobius_conformance::trial::matrix::plan(&suite).into_iter().map(|t| t.name).collect();
     for n in ["x/text/default/f32/L4", "x.p2/text/default/f32/L5", "x.p3/text/default/f32/L4"] {
         assert!(names.iter().any(|m| m == n), "{n} not in {names:?}");
     }

@@ -11,7 +11,7 @@ const CASE: &str = "model_id: m\nmodel_type: q\nrevision: r\ntask_type: text-gen
                     skip_reason: not today\nmatrix:\n  eps: [cpu]\n  dtypes: [f32]\n";
 
 fn names(root: &std::path::Path) -> Vec<String> {
-    Suite::open(root).plan().into_iter().map(|t| t.name).collect()
+    mobius_conformance::trial::matrix::plan(&Suite::open(root)).into_iter().map(|t| t.name).collect()
 }
 
 #[test]
@@ -36,7 +36,7 @@ fn a_case_that_does_not_load_fails_the_trials_a_filter_aims_at() {
     // Not YAML at all: every combination is planned, so any filter on the case's name finds it.
     write(&s.0.join("cases/causal-lm/garbage.yaml"), "model_id: [unclosed\n");
     let suite = Suite::open(&s.0);
-    let plan = suite.plan();
+    let plan = mobius_conformance::trial::matrix::plan(&suite);
     let failing = |name: &str| {
         let spec = plan.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no trial {name}"));
         assert!(matches!(spec.kind, TrialKind::Broken(_)), "{name}");
@@ -75,7 +75,7 @@ fn two_cases_with_one_name_in_one_folder_are_both_broken() {
     write(&s.0.join("cases/b/twin.yaml"), CASE);
     let suite = Suite::open(&s.0);
     assert!(suite.load_cases().iter().all(Result::is_ok));
-    let names: Vec<String> = suite.plan().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = mobius_conformance::trial::matrix::plan(&suite).into_iter().map(|t| t.name).collect();
     assert!(names.iter().any(|n| n.starts_with("a/twin/")) && names.iter().any(|n| n.starts_with("b/twin/")), "{names:?}");
     let unique: std::collections::BTreeSet<&String> = names.iter().collect();
     assert_eq!(unique.len(), names.len(), "trial names are unique");
@@ -126,7 +126,7 @@ fn a_required_model_missing_from_the_cache_fails_instead_of_skipping() {
     let suite = Suite::open(&s.0);
     let mut ctx = mobius_conformance::context::RunContext::local();
     let run = |ctx: &mobius_conformance::context::RunContext, name: &str| {
-        let spec = suite.plan().into_iter().find(|t| t.name == name).unwrap();
+        let spec = mobius_conformance::trial::matrix::plan(&suite).into_iter().find(|t| t.name == name).unwrap();
         mobius_conformance::trial::run(&suite, &spec, ctx)
     };
     let o = run(&ctx, "optional/text/cpu/f32/L4");
@@ -180,7 +180,7 @@ fn a_case_named_like_another_cases_second_prompt_collides_loudly() {
     write(&s.0.join("cases/x/t.yaml"), &format!("{CASE}inputs:\n  prompts: [\"one\", \"two\"]\n"));
     write(&s.0.join("cases/x/t.p2.yaml"), CASE);
     let suite = Suite::open(&s.0);
-    let plan = suite.plan();
+    let plan = mobius_conformance::trial::matrix::plan(&suite);
     let named: Vec<_> = plan.iter().filter(|t| t.name.ends_with("t.p2/text/cpu/f32/L4")).collect();
     assert_eq!(named.len(), 1, "one trial of that name: {:?}", plan.iter().map(|t| &t.name).collect::<Vec<_>>());
     let o = mobius_conformance::trial::run(&suite, named[0], &mobius_conformance::context::RunContext::local());

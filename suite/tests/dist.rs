@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::{Scratch, run_all};
-use mobius_conformance::judge::dist::DistGolden;
+use mobius_conformance::level::dist::golden::DistGolden;
 use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;
 

@@ -10,8 +10,8 @@ use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem, GatePolic
 use mobius_conformance::accuracy::scoring;
 use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, Task};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
-use mobius_conformance::judge::detail::Detail;
 use mobius_conformance::judge::golden::{Hex, Provenance};
+use mobius_conformance::level::gate::judged::TextJudged;
 use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;
 use onnx_bytes::Model;
@@ -201,7 +201,7 @@ fn the_gate_reports_delta_flips_and_margins() {
     assert_eq!((f.doc, f.reference.as_str(), f.got.as_str(), f.reference_correct, f.got_correct), (1, "0", "1", true, false));
     assert_eq!(f.reference_margin, Some(0.5));
     assert!((f.got_margin.unwrap() - 0.1).abs() < 1e-12, "both margins, for the report: {f:?}");
-    let text = mobius_conformance::report::gate::render("t/m/cpu/f32/accuracy", Metric::Acc, &r, "b.json", "regen");
+    let text = mobius_conformance::level::gate::render::text_message("t/m/cpu/f32/accuracy", Metric::Acc, &r, "b.json", "regen");
     for want in ["delta -25.00 points", "doc 1", "margin 0.5000", "McNemar exact p = 0.5000", "2 lost", "net delta -25.00 points exceeds"] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
@@ -234,7 +234,7 @@ fn significant_flips_fail_even_when_they_cancel_out_within_a_point() {
     assert!((r.flip_p_value - 0.01348929373119186).abs() < 1e-12, "{}", r.flip_p_value);
     assert!(!r.pass, "{:?}", r.reasons);
     assert_eq!(r.reasons.len(), 1, "only the flip test fails: {:?}", r.reasons);
-    let text = mobius_conformance::report::gate::render("t/m/cpu/int4/accuracy", Metric::Acc, &r, "b.json", "regen");
+    let text = mobius_conformance::level::gate::render::text_message("t/m/cpu/int4/accuracy", Metric::Acc, &r, "b.json", "regen");
     assert!(text.contains("FAIL") && text.contains("the flips lean one way: 40 lost, 20 gained, McNemar exact p = 0.0135"), "{text}");
     eprintln!("{text}");
     // The same net delta from flips that go one way only is caught by both rules; balanced flips by neither,
@@ -259,7 +259,7 @@ fn a_task_too_small_for_its_gate_warns_and_ci_refuses_it() {
         "{:?}",
         r.reasons
     );
-    let text = mobius_conformance::report::gate::render("t", Metric::Acc, &r, "b.json", "regen");
+    let text = mobius_conformance::level::gate::render::text_message("t", Metric::Acc, &r, "b.json", "regen");
     assert!(text.contains("minimum detectable delta: 20.00 points (6 one-way flips at n=30); one item = 3.33 points"), "{text}");
     let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy { refuse_small: true, ..GatePolicy::default() }).unwrap();
     assert!(!r.pass && r.reasons[0].contains("refused (CI)"), "{:?}", r.reasons);
@@ -318,7 +318,9 @@ fn the_gate_passes_the_trained_fixture_and_fails_a_broken_copy() {
     let o = run(&broken.0, "arith/arith-tiny/default/f32/accuracy");
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("delta -") && o.message.contains("item(s) flipped") && o.message.contains("doc "), "{}", o.message);
-    let Some(Detail::Accuracy(a)) = o.detail.as_deref() else { panic!("no accuracy detail: {o:?}") };
+    let Some(a) = o.judgement.as_ref().and_then(|j| j.as_any().downcast_ref::<TextJudged>()).map(|j| &j.numbers) else {
+        panic!("no accuracy judgement: {o:?}")
+    };
     assert!(a.delta_points < -1.0 && !a.flips.is_empty(), "more than a point: {}", o.message);
     assert_eq!(o.max_abs_diff, a.max_loglik_diff, "max |diff| is the log-likelihoods', not the accuracy points");
     eprintln!("{}", o.message);
@@ -380,7 +382,7 @@ fn cached_scoring_agrees_with_lm_evals_uncached_requests() {
     let cfg = GenaiConfig::load(&package).unwrap();
     let tok = TextTokenizer::load(&root.join("fixtures/arith-tiny/hf")).unwrap();
     let atol = mobius_conformance::judge::tolerance::Tolerance::builtin(
-        mobius_conformance::vocab::Level::L4,
+        mobius_conformance::judge::tolerance::Logits::Prefill,
         mobius_conformance::vocab::Dtype::F32,
     )
     .atol;

@@ -49,7 +49,7 @@ fn a_bad_genai_config_fails_the_genai_level_with_genais_message() {
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     // A verdict of this level (genai refused the package), with genai's own words kept for an xfail to expect.
     let f = o.failure.as_deref().expect("a refusal is a verdict's failure");
-    assert_eq!(f.kind, mobius_conformance::judge::xfail::FailureKind::Refused);
+    assert_eq!(f.kind, mobius_conformance::outcome::FailureKind::Refused);
     assert!(f.refusal.as_deref().is_some_and(|m| m.contains("Unsupported model_type in config.json: qwen9")), "{f:?}");
     for needle in ["onnxruntime-genai 0.18.0 (loading the model)", "qwen9", "onnxruntime-genai refused the package pkg/cpu-f32"] {
         assert!(o.message.contains(needle), "{needle}: {}", o.message);

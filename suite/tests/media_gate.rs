@@ -145,7 +145,7 @@ fn an_answer_in_the_second_paragraph_falls_into_the_stop_trap_and_the_report_giv
     assert_eq!((r.stop.reference_cut, r.stop.reference_full), (25.0, 75.0));
     assert_eq!((r.stop.got_cut, r.stop.got_full), (25.0, 75.0));
     assert_eq!(r.raw_counts, Some((1, 1, 4)));
-    let text = mobius_conformance::report::media_gate::render("t/x", &t, &protocol(), &r, true, "b.json", "regen");
+    let text = mobius_conformance::level::gate::render::media_message("t/x", &t, &protocol(), &r, true, "b.json", "regen");
     assert!(text.contains("STOP-STRING TRAP: the stop list changed 4 item score(s)"), "{text}");
     assert!(text.contains("reference 25.00, package 25.00; with the whole outputs: reference 75.00, package 75.00"), "{text}");
     assert!(text.contains("raw counts: reference 1/4, package 1/4; lmms-eval's score divides by 1000: 0.0010 vs 0.0010"), "{text}");
@@ -274,7 +274,8 @@ fn gemma4_e2bs_own_two_paragraph_answer_falls_into_lmms_evals_default_stop() {
     let cut: Vec<(usize, bool)> = r.stop.cuts.iter().map(|c| (c.doc, c.reference)).collect();
     assert_eq!(cut, vec![(1, true), (1, false)]);
     assert_eq!((r.stop.reference_cut, r.stop.reference_full, r.stop.got_cut, r.stop.got_full), (50.0, 100.0, 50.0, 100.0));
-    let report = mobius_conformance::report::media_gate::render("ocrbench/gemma-4-e2b", &t, &protocol(), &r, false, "b.json", "regen");
+    let report =
+        mobius_conformance::level::gate::render::media_message("ocrbench/gemma-4-e2b", &t, &protocol(), &r, false, "b.json", "regen");
     assert!(report.contains("doc 1 (reference): cut at \"\\n\\n\": score 0 cut, 1 whole"), "{report}");
 }
 

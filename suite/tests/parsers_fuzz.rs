@@ -5,13 +5,13 @@
 mod common;
 
 use mobius_conformance::judge::golden::{GenerationGolden, PrefillGolden};
-use mobius_conformance::judge::tolerance::{Policy, Tolerance};
+use mobius_conformance::judge::tolerance::{Logits, Policy, Tolerance};
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::hub::HubRef;
 use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::vocab::Dtype;
 use mobius_conformance::vocab::MAX_NEW_TOKENS;
-use mobius_conformance::vocab::{Dtype, Level};
-use mobius_conformance::{judge::verdict, paths, plan::discovery};
+use mobius_conformance::{judge::verdict, paths};
 use proptest::prelude::*;
 
 const CASE: &str = include_str!("../../cases/causal-lm/gemma3-tiny.yaml");
@@ -167,7 +167,7 @@ proptest! {
             }
         };
         prop_assume!(reference.as_ref().is_none_or(|r| r.iter().zip(&got).any(|(a, b)| a != b)));
-        let tol = Tolerance::builtin(Level::L4, Dtype::F32);
+        let tol = Tolerance::builtin(Logits::Prefill, Dtype::F32);
         let r = verdict::judge_prefill(&got, &g, reference.as_deref(), &tol);
         prop_assert_eq!(r.verdict, verdict::Verdict::Fail, "{:?}", r.reasons);
     }
@@ -178,7 +178,7 @@ proptest! {
         let Ok(g) = GenerationGolden::parse("x_generation.json", &mutate(GENERATION, &ms)) else { return Ok(()) };
         prop_assert!(!g.generated_tokens.is_empty());
         let got: Vec<i64> = g.generated_tokens.iter().map(|t| t.wrapping_add(1)).collect();
-        let r = verdict::judge_generation(&got, &g, None, &Tolerance::builtin(Level::L5, Dtype::F32));
+        let r = verdict::judge_generation(&got, &g, None, &Tolerance::builtin(Logits::Stream, Dtype::F32));
         prop_assert_eq!(r.verdict, verdict::Verdict::Fail, "{:?}", r.reasons);
     }
 
@@ -189,9 +189,10 @@ proptest! {
         let text = mutate(CASE, &ms);
         let s = common::Scratch::new(&format!("fuzz-plan-{:x}", text.len() * 31 + ms.len()));
         common::write(&s.0.join("cases/t/x.yaml"), &text);
-        let plan: Vec<String> = Suite::open(&s.0).plan().into_iter().map(|t| t.name).collect();
+        let plan: Vec<String> = mobius_conformance::trial::matrix::plan(&Suite::open(&s.0)).into_iter().map(|t| t.name).collect();
         prop_assert!(!plan.is_empty());
-        let guess: Vec<String> = discovery::expected_trials("x", Some(&text)).iter().map(ToString::to_string).collect();
+        let guess: Vec<String> =
+            mobius_conformance::trial::matrix::guessed(&Suite::open(&s.0), "x", Some(&text)).iter().map(ToString::to_string).collect();
         match Case::parse("cases/t/x.yaml", "t", "x", &text) {
             Ok(_) => {
                 for n in &plan {

@@ -17,8 +17,7 @@ fn a_cap_of_one_session_drops_and_remakes_sessions_and_changes_no_outcome() {
     // SAFETY: the only test of this binary, run before anything reads the environment on another thread.
     unsafe { std::env::set_var("MOBIUS_MAX_SESSIONS", "1") };
     let suite = Suite::open(&workspace_root());
-    let plan: Vec<_> = suite
-        .plan()
+    let plan: Vec<_> = mobius_conformance::trial::matrix::plan(&suite)
         .into_iter()
         .filter(|t| ["qwen3-tiny/text/cpu/", "llama-tiny/text/cpu/"].iter().any(|p| t.name.starts_with(p)))
         .filter(|t| t.name.contains("/f32/") || t.name.contains("/int4/"))

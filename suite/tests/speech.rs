@@ -173,7 +173,7 @@ fn a_package_without_its_encoder_or_with_wrong_features_fails_naming_them() {
 
 #[test]
 fn a_model_file_onnx_runtime_will_not_load_is_the_packages_refusal_and_a_missing_one_is_not() {
-    use mobius_conformance::judge::xfail::FailureKind;
+    use mobius_conformance::outcome::FailureKind;
     use mobius_conformance::outcome::Outcome;
     let dir = common::Scratch::new("speech-refused");
     let pkg = dir.0.join("pkg");

@@ -297,7 +297,8 @@ fn l4_names_the_prompt_position_where_a_late_bug_starts() {
     assert!(o.message.contains(&format!("positions: {} judged", prompt_len())), "{}", o.message);
     let f = o.failure.expect("a failed verdict states its failure");
     assert_eq!((f.kind.name(), f.first_position), ("logits", Some(30)));
-    let Some(mobius_conformance::judge::detail::Detail::Prefill(d)) = o.detail.as_deref() else { panic!("an L4 detail") };
+    let judged = o.judgement.as_ref().and_then(|j| j.as_any().downcast_ref::<mobius_conformance::level::prefill::judged::Judged>());
+    let Some(d) = judged.map(|j| &j.numbers) else { panic!("an L4 judgement") };
     let profile = d.positions.as_ref().expect("a per-position profile");
     assert_eq!(profile.len, prompt_len());
     assert!(profile.values[..30].iter().all(|&d| d < 1e-4), "{:?}", &profile.values[..30]);

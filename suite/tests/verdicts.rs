@@ -1,16 +1,16 @@
 //! Every verdict path, driven with crafted logits and goldens (no ONNX Runtime involved).
 
 use mobius_conformance::judge::golden::{GenerationGolden, Hex, Noise, PositionTop, PrefillGolden, StepTop};
-use mobius_conformance::judge::tolerance::Tolerance;
+use mobius_conformance::judge::tolerance::{Logits, Tolerance};
 use mobius_conformance::judge::verdict::{
     DivergenceKind, Verdict, judge_generation, judge_positions, judge_prefill, judge_step_logits, with_positions, with_step_logits,
 };
 use mobius_conformance::numeric::PositionLogits;
 use mobius_conformance::numeric::TopK;
-use mobius_conformance::vocab::{Dtype, Level};
+use mobius_conformance::vocab::Dtype;
 
 fn f32_l4() -> Tolerance {
-    Tolerance::builtin(Level::L4, Dtype::F32)
+    Tolerance::builtin(Logits::Prefill, Dtype::F32)
 }
 
 /// A reference vector over a 32-token vocabulary with a clear top-1 at id 7 (margin 1.0).
@@ -138,7 +138,7 @@ fn generation_golden() -> GenerationGolden {
 }
 
 fn l5(dtype: Dtype) -> Tolerance {
-    Tolerance::builtin(Level::L5, dtype)
+    Tolerance::builtin(Logits::Stream, dtype)
 }
 
 #[test]

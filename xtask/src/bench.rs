@@ -327,7 +327,7 @@ fn bench_context() -> RunContext {
 
 /// The tiny tier of a suite, as these figures always measured; the real tier has its own section.
 fn tiny_plan(suite: &Suite) -> Vec<TrialSpec> {
-    suite.plan().into_iter().filter(|t| !t.is_built_elsewhere()).collect()
+    mobius_conformance::trial::matrix::plan(&suite).into_iter().filter(|t| !t.is_built_elsewhere()).collect()
 }
 
 /// Makes `to` a suite root holding `copies` copies of every case file of `source` (`t.yaml` becomes `t-copy0.yaml`,

@@ -33,8 +33,10 @@ pub fn ci(args: &[String]) -> Result<(), String> {
     let device = ctx.device;
     let suite = Suite::open(&root);
     suite.check(&format!("--root {}", root.display())).map_err(|e| format!("ci: {e}"))?;
-    let plan: Vec<_> =
-        suite.plan().into_iter().filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str()))).collect();
+    let plan: Vec<_> = mobius_conformance::trial::matrix::plan(&suite)
+        .into_iter()
+        .filter(|t| filters.is_empty() || filters.iter().any(|f| t.name.contains(f.as_str())))
+        .collect();
     if plan.is_empty() {
         return Err(format!(
             "ci: no trial matches --filter {filters:?}: zero trials would pass; see `cargo test -p harness --test conformance -- --list`"

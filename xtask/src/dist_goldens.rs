@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::judge::dist::DistGolden;
+use mobius_conformance::level::dist::golden::DistGolden;
 use mobius_conformance::paths::relative;
 use mobius_conformance::plan::case::{Case, Location};
 use mobius_conformance::plan::suite::Suite;
@@ -66,7 +66,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_jso
     if case.is_speech_to_text() && !case.spec.external_paths {
         // The reference reads each utterance's clip: inside the root, as the trial reads it.
         let text = std::fs::read_to_string(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
-        for u in mobius_conformance::judge::dist::speech_corpus(spec.corpus(), &text).map_err(|e| e.to_string())? {
+        for u in mobius_conformance::level::dist::corpus::speech_corpus(spec.corpus(), &text).map_err(|e| e.to_string())? {
             let what = format!("{}: utterance `{}`: field `audio`", spec.corpus(), u.name);
             mobius_conformance::paths::confine(root, &root.join(&u.audio), &what, mobius_conformance::paths::CASE_HINT)
                 .map_err(|e| e.to_string())?;

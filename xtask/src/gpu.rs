@@ -24,7 +24,7 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
     let Device::Cuda { id } = device else { return Err("gpu-check runs on CUDA; --device cpu makes no sense here".into()) };
     let started = Instant::now();
     let suite = Suite::open(&workspace_root());
-    let plan = suite.plan();
+    let plan = mobius_conformance::trial::matrix::plan(&suite);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
     let rows =
         trial::run_parallel(&suite, &plan, &RunContext { device, ..RunContext::from_env().map_err(|e| e.to_string())? }, threads, |f| {

@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use mobius_conformance::context::RunContext;
 use mobius_conformance::feed::package::GenaiConfig;
-use mobius_conformance::judge::xfail::{FailureKind, Mismatch};
-use mobius_conformance::outcome::{Finished, Judgement, Outcome, Settled};
+use mobius_conformance::outcome::{FailureKind, Mismatch};
+use mobius_conformance::outcome::{Finished, Outcome, Settled};
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::case::{Case, Location, Variant};
 use mobius_conformance::plan::suite::{Suite, TrialKind, TrialSpec};
@@ -887,7 +887,7 @@ fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Var
         let mut corpus: Vec<String> = case.spec.distribution.iter().map(|d| d.corpus().to_string()).collect();
         if let Some(d) = case.spec.distribution.as_ref().filter(|_| case.is_speech_to_text()) {
             let text = std::fs::read_to_string(r.join(d.corpus())).unwrap_or_default();
-            let utterances = mobius_conformance::judge::dist::speech_corpus(d.corpus(), &text).unwrap_or_default();
+            let utterances = mobius_conformance::level::dist::corpus::speech_corpus(d.corpus(), &text).unwrap_or_default();
             corpus.extend(utterances.into_iter().map(|u| u.audio));
         }
         let named = [&case.spec.reference, &case.spec.tokenizer].into_iter().flatten().chain(&corpus);
@@ -1005,64 +1005,13 @@ fn measured(f: &Finished) -> Option<String> {
         }
         _ => {}
     }
-    let judgement = o.judgement.as_ref();
-    match TrialId::parse(&f.name)?.level()? {
-        Level::L4 => o.max_abs_diff.map(|d| {
-            let from = o.failure.as_ref().and_then(|f| f.first_position).map(|p| format!(", from prompt position {p}"));
-            match judgement.and_then(Judgement::noise_score) {
-                Some(s) => format!("noise score {s:.3}, max |logit diff| {d:.3e}{}", from.unwrap_or_default()),
-                None => format!("max |logit diff| {d:.3e}{}", from.unwrap_or_default()),
-            }
-        }),
-        Level::L5 => {
-            let (kept, total) = judgement.and_then(Judgement::tokens_kept)?;
-            let step = o.first_divergence.map(|d| format!(", first divergence at step {d}"));
-            let logits = o.failure.as_ref().filter(|f| f.kind == FailureKind::StepLogits).map(|f| {
-                format!(
-                    ", step logits out from step {} (max |diff| {:.3e})",
-                    f.first_step.unwrap_or_default(),
-                    f.max_abs_diff.unwrap_or(f64::NAN)
-                )
-            });
-            Some(format!("{kept}/{total} tokens kept{}{}", step.unwrap_or_default(), logits.unwrap_or_default()))
-        }
-        Level::Dist => match judgement? {
-            Judgement::Dist(r) => Some(format!(
-                "dist score {:.3} (mean KLD {:.3e}, 99.0% {:.3e}, same top {:.2}%, deviation {:.2e})",
-                r.mean_score.max(r.p99_score).max(r.deviation_score.unwrap_or(0.0)),
-                r.stats.kld.value,
-                r.stats.p99_kld(),
-                100.0 * r.stats.same_top.value,
-                r.deviation
-            )),
-            _ => None,
-        },
-        _ => o.max_abs_diff.map(|d| format!("max |feature diff| {d:.3e}")),
-    }
+    mobius_conformance::level::of(TrialId::parse(&f.name)?.level()?).measured(o)
 }
 
-/// The distribution level's own statistic: the larger of its two KL statistics over its limit (at most 1 passes).
-fn dist_score(o: &Outcome) -> Option<f64> {
-    match o.judgement.as_ref()? {
-        Judgement::Dist(r) => Some(r.mean_score.max(r.p99_score).max(r.deviation_score.unwrap_or(0.0))),
-        _ => None,
-    }
-}
-
-/// The tolerance policy's own statistic of an L4 verdict: at most 1 passes.
-fn noise_score(o: &Outcome) -> Option<f64> {
-    o.judgement.as_ref().and_then(Judgement::noise_score)
-}
-
-/// Per model and dtype: the smallest noise score a mutant's L4 trial measured over the largest a clean L4 trial
-/// measured (both the policy's own statistic). `model_of` maps a case name to its model.
-fn separation(
-    runs: &[MutantRun],
-    clean: &[Finished],
-    model_of: &dyn Fn(&str) -> String,
-    level: Level,
-    noise_score: fn(&Outcome) -> Option<f64>,
-) -> String {
+/// Per model and dtype: the smallest score a mutant's trial of `level` measured over the largest a clean trial of it
+/// measured (both the level's own statistic). `model_of` maps a case name to its model.
+fn separation(runs: &[MutantRun], clean: &[Finished], model_of: &dyn Fn(&str) -> String, level: Level) -> String {
+    let noise_score = |o: &Outcome| mobius_conformance::level::of(level).score(o);
     let key = |name: &str| -> Option<(String, String)> {
         match TrialId::parse(name)? {
             TrialId::Conformance { case, dtype, level: l, .. } if l == level => Some((model_of(&case), dtype.to_string())),
@@ -1107,11 +1056,7 @@ fn separation(
 
 /// The most local failing check names the catch: an encoder's features, then the prefill logits, then generation.
 fn rank(name: &str) -> (u8, &str) {
-    let r = match TrialId::parse(name).and_then(|id| id.level()) {
-        Some(Level::VisionEncoder | Level::AudioEncoder) => 0,
-        Some(Level::L4) => 1,
-        _ => 2,
-    };
+    let r = TrialId::parse(name).and_then(|id| id.level()).map_or(2, |l| mobius_conformance::level::of(l).locality());
     (r, name)
 }
 
@@ -1200,7 +1145,13 @@ fn table(runs: &[MutantRun]) -> String {
             .rows
             .iter()
             .filter(|r| TrialId::parse(&r.name).and_then(|id| id.level()) == Some(Level::Dist))
-            .map(|r| format!("{} {}", dist_score(&r.outcome).map_or("-".into(), |x| format!("{x:.2}")), r.outcome.status.name()))
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    mobius_conformance::level::of(Level::Dist).score(&r.outcome).map_or("-".into(), |x| format!("{x:.2}")),
+                    r.outcome.status.name()
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ");
         let _ = writeln!(
@@ -1295,7 +1246,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let run = |root: &Path, pick: &dyn Fn(&TrialSpec) -> bool| {
         let suite = Suite::open(root);
-        let plan: Vec<TrialSpec> = suite.plan().into_iter().filter(|t| pick(t)).collect();
+        let plan: Vec<TrialSpec> = mobius_conformance::trial::matrix::plan(&suite).into_iter().filter(|t| pick(t)).collect();
         trial::run_parallel(&suite, &plan, &ctx, threads, |_| {})
     };
 
@@ -1337,9 +1288,9 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
 
     println!("\n{}", table(&runs));
     let model_of = |name: &str| cases.get(name).and_then(|c| c.as_ref().ok()).map_or(name.to_string(), |c| c.spec.model_id.clone());
-    let separation_table = separation(&runs, &clean, &model_of, Level::L4, noise_score);
+    let separation_table = separation(&runs, &clean, &model_of, Level::L4);
     println!("separation (noise score: the tolerance policy's statistic, <= 1 passes):\n{separation_table}");
-    let dist_separation = separation(&runs, &clean, &model_of, Level::Dist, dist_score);
+    let dist_separation = separation(&runs, &clean, &model_of, Level::Dist);
     println!("dist separation (dist score: its larger KL statistic over its limit, <= 1 passes):\n{dist_separation}");
     let clean_failed: Vec<&Finished> = clean.iter().filter(|r| r.outcome.is_fail()).collect();
     println!(
@@ -1408,10 +1359,23 @@ mod tests {
             ratio: matches as f64 / 16.0,
             first_divergence: None,
             teacher_forced: None,
-            tolerance: mobius_conformance::judge::tolerance::Tolerance::builtin(Level::L5, Dtype::F32),
+            tolerance: mobius_conformance::judge::tolerance::Tolerance::builtin(
+                mobius_conformance::judge::tolerance::Logits::Stream,
+                Dtype::F32,
+            ),
+        };
+        let numbers = mobius_conformance::level::generation::judged::Numbers {
+            matches,
+            total: 16,
+            ratio: r.ratio,
+            first_divergence: None,
+            divergence: None,
+            near_tie_margin: 0.0,
+            teacher_forced: false,
+            steps: Vec::new(),
         };
         let mut f = finished(name, Status::Fail, "", None);
-        f.outcome.judgement = Some(Judgement::Generation(Box::new(r)));
+        f.outcome.judgement = Some(std::sync::Arc::new(mobius_conformance::level::generation::judged::Judged { report: r, numbers }));
         f
     }
 

@@ -311,7 +311,7 @@ pub fn new_case(args: &[String]) -> Result<(), String> {
     }
     let suite = Suite::open(&a.root);
     let prefix = format!("{}/", spec.name);
-    let plan: Vec<_> = suite.plan().into_iter().filter(|t| t.name.starts_with(&prefix)).collect();
+    let plan: Vec<_> = mobius_conformance::trial::matrix::plan(&suite).into_iter().filter(|t| t.name.starts_with(&prefix)).collect();
     let ctx = RunContext::from_env().map_err(|e| e.to_string())?;
     println!();
     let rows = trial::run_parallel(&suite, &plan, &ctx, 2, |f| println!("{:<10} {} ({:.2}s)", f.outcome.status.name(), f.name, f.seconds));

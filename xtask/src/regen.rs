@@ -10,6 +10,7 @@ use mobius_conformance::feed::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::feed::package::package_model;
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::judge::golden::{self, Hex, PositionTop, Provenance, ReferenceRun};
+use mobius_conformance::judge::tolerance::Logits;
 use mobius_conformance::paths::relative;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::case::{Case, Location};
@@ -1012,7 +1013,7 @@ fn loosest_near_tie(suite: &Suite, job: &Job) -> Option<(f64, Dtype)> {
     let judged = job.case.variants(&suite.root).into_iter().map(|v| v.dtype).filter(|d| d.golden_suffix() == job.dtype.golden_suffix());
     judged
         .flat_map(|d| {
-            [Level::L4, Level::L5]
+            [Logits::Prefill, Logits::Stream]
                 .map(|l| (policy.resolve(l, d, job.case.spec.tolerance.as_ref(), job.case.spec.min_token_match_ratio).near_tie_margin, d))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))

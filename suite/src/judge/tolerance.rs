@@ -1,7 +1,9 @@
-//! One tolerance policy: per level and dtype, overridable per case, printed in every verdict.
+//! One tolerance policy: per table and dtype, overridable per case, printed in every verdict.
 //!
 //! The file (`cases/tolerances.yaml`) has mobius' shape (`L4: {float32: {near_tie_margin: ...}}`), so mobius'
-//! `default_tolerances.yaml` loads unchanged; unknown fields are errors.
+//! `default_tolerances.yaml` loads unchanged; unknown fields are errors. Its two logits tables are read here (the
+//! prefill table is the file's `L4`, the stream table its `L5`; the levels that judge logits pick theirs); any other
+//! section is a level's own numbers, kept as the file states them for that level to read (`Policy::section`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,6 +13,35 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result, bail};
 use crate::vocab::{Dtype, Level};
+
+/// The policy's two tables of logits tolerances: one for a prompt's logits, one for a greedy stream's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Logits {
+    /// The prefill table, the file's `L4`.
+    Prefill,
+    /// The stream table, the file's `L5`.
+    Stream,
+}
+
+impl Logits {
+    /// The section the policy file keeps it under.
+    pub fn section(self) -> &'static str {
+        match self {
+            Logits::Prefill => "L4",
+            Logits::Stream => "L5",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Logits> {
+        [Logits::Prefill, Logits::Stream].into_iter().find(|t| t.section() == s)
+    }
+}
+
+impl fmt::Display for Logits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.section())
+    }
+}
 
 /// The numbers a verdict is judged by.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,28 +72,22 @@ pub struct Tolerance {
 /// file's comments, the one place they are kept.
 const TABLE: &str = include_str!("../../../cases/tolerances.yaml");
 
-fn builtin_table() -> &'static BTreeMap<(Level, Dtype), Tolerance> {
-    static TABLE_PARSED: std::sync::OnceLock<BTreeMap<(Level, Dtype), Tolerance>> = std::sync::OnceLock::new();
+fn builtin_table() -> &'static BTreeMap<(Logits, Dtype), Tolerance> {
+    static TABLE_PARSED: std::sync::OnceLock<BTreeMap<(Logits, Dtype), Tolerance>> = std::sync::OnceLock::new();
     TABLE_PARSED.get_or_init(|| complete_table("cases/tolerances.yaml", TABLE).unwrap_or_else(|e| panic!("the built-in policy: {e}")))
 }
 
-/// The built-in table's `dist:` entries, one per dtype.
-fn builtin_dist() -> &'static BTreeMap<Dtype, crate::judge::dist::DistTolerance> {
-    static DIST: std::sync::OnceLock<BTreeMap<Dtype, crate::judge::dist::DistTolerance>> = std::sync::OnceLock::new();
-    DIST.get_or_init(|| {
-        let policy = Policy::parse("cases/tolerances.yaml", TABLE).unwrap_or_else(|e| panic!("the built-in policy: {e}"));
-        for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::Int4] {
-            assert!(policy.dist.contains_key(&dtype), "the built-in policy: no entry `dist.{dtype}`");
-        }
-        policy.dist
-    })
+/// The built-in table as a policy: what a suite root's own file leaves out, its levels' own sections included.
+fn builtin_policy() -> &'static Policy {
+    static POLICY: std::sync::OnceLock<Policy> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| Policy::parse("cases/tolerances.yaml", TABLE).unwrap_or_else(|e| panic!("the built-in policy: {e}")))
 }
 
-/// Every (L4 | L5) x dtype entry of `text`, each with all its numbers (a table with a gap is an error naming it).
-pub fn complete_table(file: &str, text: &str) -> Result<BTreeMap<(Level, Dtype), Tolerance>> {
+/// Every logits table x dtype entry of `text`, each with all its numbers (a table with a gap is an error naming it).
+pub fn complete_table(file: &str, text: &str) -> Result<BTreeMap<(Logits, Dtype), Tolerance>> {
     let policy = Policy::parse(file, text)?;
     let mut out = BTreeMap::new();
-    for level in [Level::L4, Level::L5] {
+    for level in [Logits::Prefill, Logits::Stream] {
         for dtype in [Dtype::F32, Dtype::F16, Dtype::Bf16, Dtype::Int4] {
             let Some(o) = policy.entries.get(&(level, dtype)) else { bail!("{file}: no entry `{level}.{dtype}`") };
             let missing = |name: &str| {
@@ -88,11 +113,8 @@ pub fn complete_table(file: &str, text: &str) -> Result<BTreeMap<(Level, Dtype),
 
 impl Tolerance {
     /// Built-in defaults, what a suite root's policy file leaves out: the suite's own table (`cases/tolerances.yaml`).
-    /// Component levels (encoder features) and the genai level take L4's numbers for the last position and L5's
-    /// for streams, as their judges do.
-    pub fn builtin(level: Level, dtype: Dtype) -> Tolerance {
-        let level = if level == Level::L5 { Level::L5 } else { Level::L4 };
-        builtin_table()[&(level, dtype)]
+    pub fn builtin(table: Logits, dtype: Dtype) -> Tolerance {
+        builtin_table()[&(table, dtype)]
     }
 
     fn apply(&mut self, o: &ToleranceOverride) {
@@ -196,19 +218,20 @@ impl ToleranceOverride {
     }
 }
 
-/// The whole table: level -> dtype -> numbers, over the built-in defaults.
+/// The whole policy: logits table -> dtype -> numbers, over the built-in defaults, and the levels' own sections.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
-    entries: BTreeMap<(Level, Dtype), ToleranceOverride>,
-    /// The distribution level's numbers (`dist:`), a table of its own shape.
-    dist: BTreeMap<Dtype, crate::judge::dist::DistTolerance>,
+    entries: BTreeMap<(Logits, Dtype), ToleranceOverride>,
+    /// The sections of levels with numbers of their own shape (`dist:`), per dtype as the file states them: the
+    /// level reads and checks its own (`Policy::section`).
+    sections: BTreeMap<(Level, Dtype), serde_json::Value>,
     /// Where the table came from, for messages.
     pub source: String,
 }
 
 impl Policy {
     pub fn builtin() -> Policy {
-        Policy { entries: BTreeMap::new(), dist: BTreeMap::new(), source: "built-in defaults".into() }
+        Policy { entries: BTreeMap::new(), sections: BTreeMap::new(), source: "built-in defaults".into() }
     }
 
     /// Reads a policy file (ours or mobius' `default_tolerances.yaml`).
@@ -222,23 +245,29 @@ impl Policy {
         let raw: BTreeMap<String, BTreeMap<String, serde_json::Value>> =
             serde_saphyr::from_str(text).map_err(|e| Error::new(format!("{file}: {e}")))?;
         let mut entries = BTreeMap::new();
-        let mut dist = BTreeMap::new();
+        let mut sections = BTreeMap::new();
         for (level_name, by_dtype) in raw {
-            if level_name == Level::Dist.name() {
-                for (dtype_name, v) in by_dtype {
-                    let at = format!("{file}: field `dist.{dtype_name}`");
-                    let Some(dtype) = Dtype::parse(&dtype_name) else { bail!("{at}: unknown dtype, expected f32, f16, bf16 or int4") };
-                    let t: crate::judge::dist::DistTolerance = serde_json::from_value(v).map_err(|e| Error::new(format!("{at}: {e}")))?;
-                    t.validate().map_err(|e| e.context(&at))?;
-                    dist.insert(dtype, t);
-                }
-                continue;
-            }
-            let level = match Level::parse(&level_name).filter(|l| matches!(l, Level::L4 | Level::L5)) {
+            let level = match Logits::parse(&level_name) {
                 Some(l) => l,
                 // mobius' L3 (synthetic op parity) has no trials here; it may be present, it is not used.
                 None if level_name == "L3" => continue,
-                None => bail!("{file}: unknown level `{level_name}`, expected L4, L5 or dist (L3 is accepted and unused)"),
+                None => {
+                    // Another level's own numbers: kept as stated, for that level to read and check.
+                    let Some(level) = Level::parse(&level_name) else {
+                        bail!(
+                            "{file}: unknown level `{level_name}`, expected L4, L5 or a level with numbers of its own ({}); \
+                             L3 is accepted and unused",
+                            Level::names()
+                        );
+                    };
+                    for (dtype_name, v) in by_dtype {
+                        let Some(dtype) = Dtype::parse(&dtype_name) else {
+                            bail!("{file}: field `{level_name}.{dtype_name}`: unknown dtype, expected f32, f16, bf16 or int4");
+                        };
+                        sections.insert((level, dtype), v);
+                    }
+                    continue;
+                }
             };
             for (dtype_name, v) in by_dtype {
                 let Some(dtype) = Dtype::parse(&dtype_name) else {
@@ -250,7 +279,7 @@ impl Policy {
                 entries.insert((level, dtype), o);
             }
         }
-        Ok(Policy { entries, dist, source: file.to_string() })
+        Ok(Policy { entries, sections, source: file.to_string() })
     }
 
     /// Keeps only the entries that tighten the built-in numbers, for a policy file written for another suite (mobius'
@@ -294,11 +323,11 @@ impl Policy {
         refused
     }
 
-    /// The numbers a trial at `level` is judged by, with the case's override checked against the policy's own: the one
-    /// resolver every level goes through (a genai trial calls it for L4 and for L5, each checked).
+    /// The numbers a trial is judged by in `table`, with the case's override checked against the policy's own: the
+    /// one resolver every logits level goes through (a genai trial calls it for both tables, each checked).
     pub fn for_trial(
         &self,
-        level: Level,
+        level: Logits,
         dtype: Dtype,
         case: Option<&ToleranceOverride>,
         case_min_ratio: Option<f64>,
@@ -310,15 +339,20 @@ impl Policy {
         Ok(tol)
     }
 
-    /// The distribution level's numbers for `dtype`: this policy's, else the built-in table's.
-    pub fn dist(&self, dtype: Dtype) -> crate::judge::dist::DistTolerance {
-        self.dist.get(&dtype).copied().unwrap_or_else(|| builtin_dist()[&dtype])
+    /// A level's own section for `dtype`, as its file states it: this policy's, else the built-in table's; with
+    /// the file it comes from, for the level's messages. `None` when neither has one.
+    pub fn section(&self, level: Level, dtype: Dtype) -> Option<(&str, &serde_json::Value)> {
+        let own = self.sections.get(&(level, dtype)).map(|v| (self.source.as_str(), v));
+        own.or_else(|| builtin_policy().sections.get(&(level, dtype)).map(|v| ("cases/tolerances.yaml", v)))
+    }
+
+    /// The levels this policy states numbers of their own for.
+    pub fn section_levels(&self) -> impl Iterator<Item = Level> + '_ {
+        self.sections.keys().map(|(l, _)| *l)
     }
 
     /// The numbers for one trial: built-in, then the policy file, then the case's overrides.
-    /// Component trials (encoder features) are judged by the L4 numbers of their dtype.
-    pub fn resolve(&self, level: Level, dtype: Dtype, case: Option<&ToleranceOverride>, case_min_ratio: Option<f64>) -> Tolerance {
-        let level = if matches!(level, Level::VisionEncoder | Level::AudioEncoder) { Level::L4 } else { level };
+    pub fn resolve(&self, level: Logits, dtype: Dtype, case: Option<&ToleranceOverride>, case_min_ratio: Option<f64>) -> Tolerance {
         let mut t = Tolerance::builtin(level, dtype);
         if let Some(o) = self.entries.get(&(level, dtype)) {
             t.apply(o);
@@ -393,12 +427,10 @@ mod tests {
 
     #[test]
     fn the_built_in_table_is_the_file_and_a_gap_in_it_is_an_error() {
-        // Every level and dtype resolves from the file's own entries; the f16 noise limit sits where it was measured.
-        let t = Tolerance::builtin(Level::L4, Dtype::F16);
+        // Every table and dtype resolves from the file's own entries; the f16 noise limit sits where it was measured.
+        let t = Tolerance::builtin(Logits::Prefill, Dtype::F16);
         assert_eq!((t.noise_multiple_max, t.noise_dtype_scale, t.top10_overlap_min), (0.8, 8192.0, 8));
-        assert_eq!(Tolerance::builtin(Level::L5, Dtype::Bf16).min_token_match_ratio, 0.8);
-        // The levels that take L4's numbers.
-        assert_eq!(Tolerance::builtin(Level::VisionEncoder, Dtype::F32), Tolerance::builtin(Level::L4, Dtype::F32));
+        assert_eq!(Tolerance::builtin(Logits::Stream, Dtype::Bf16).min_token_match_ratio, 0.8);
         let gap = TABLE.replacen("noise_dtype_scale: 8192", "", 1);
         let e = complete_table("t.yaml", &gap).unwrap_err().to_string();
         assert!(e.contains("t.yaml") && e.contains("L4.f16.noise_dtype_scale") && e.contains("missing"), "{e}");
@@ -407,14 +439,25 @@ mod tests {
     }
 
     #[test]
-    fn for_trial_checks_an_override_at_every_level_it_resolves() {
+    fn for_trial_checks_an_override_in_every_table_it_resolves() {
         let p = Policy::builtin();
         let loose = ToleranceOverride { atol: Some(1.0), ..Default::default() };
-        for level in [Level::L4, Level::L5, Level::Genai, Level::VisionEncoder] {
-            let e = p.for_trial(level, Dtype::F32, Some(&loose), None).unwrap_err().to_string();
-            assert!(e.contains("tolerance.atol"), "{level}: {e}");
+        for table in [Logits::Prefill, Logits::Stream] {
+            let e = p.for_trial(table, Dtype::F32, Some(&loose), None).unwrap_err().to_string();
+            assert!(e.contains("tolerance.atol"), "{table}: {e}");
         }
         let fine = ToleranceOverride { atol: Some(2e-4), ..Default::default() };
-        assert_eq!(p.for_trial(Level::L4, Dtype::F32, Some(&fine), None).unwrap().atol, 2e-4);
+        assert_eq!(p.for_trial(Logits::Prefill, Dtype::F32, Some(&fine), None).unwrap().atol, 2e-4);
+    }
+
+    #[test]
+    fn another_levels_section_is_kept_for_it_and_an_unknown_one_refused() {
+        let p = Policy::parse("t.yaml", "dist:\n  int4: { kld_abs: 1 }\n").unwrap();
+        assert_eq!(p.section(Level::Dist, Dtype::Int4), Some(("t.yaml", &serde_json::json!({ "kld_abs": 1 }))));
+        assert_eq!(p.section(Level::Dist, Dtype::F32).map(|s| s.0), Some("cases/tolerances.yaml"), "else the built-in one");
+        let e = Policy::parse("t.yaml", "L9:\n  f32: {}\n").unwrap_err().to_string();
+        assert!(e.contains("t.yaml") && e.contains("unknown level `L9`"), "{e}");
+        let e = Policy::parse("t.yaml", "dist:\n  f64: {}\n").unwrap_err().to_string();
+        assert!(e.contains("field `dist.f64`: unknown dtype"), "{e}");
     }
 }

@@ -7,6 +7,7 @@ use crate::feed::inputs::Inputs;
 use crate::judge::golden::{GenerationGolden, Noise, PrefillGolden};
 use crate::judge::tolerance::Tolerance;
 use crate::numeric::{Comparison, TopK, compare, overlap};
+use crate::outcome::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verdict {
@@ -14,6 +15,16 @@ pub enum Verdict {
     /// A near-tie in the reference explains the difference: counted as a pass, and shown.
     Ambiguous,
     Fail,
+}
+
+impl From<Verdict> for Status {
+    fn from(v: Verdict) -> Status {
+        match v {
+            Verdict::Pass => Status::Pass,
+            Verdict::Ambiguous => Status::Ambiguous,
+            Verdict::Fail => Status::Fail,
+        }
+    }
 }
 
 impl fmt::Display for Verdict {

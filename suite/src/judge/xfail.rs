@@ -10,227 +10,8 @@ use std::fmt;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use crate::outcome::{Failure, FailureKind, Mismatch};
 use crate::vocab::{Dtype, Ep, Level, Modality};
-
-/// What kind of verdict failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// L4: prefill logits out of tolerance (or a wrong argmax).
-    Logits,
-    /// L5: the greedy stream diverges from the reference's for real.
-    Tokens,
-    /// L5: the tokens hold, but a teacher-forced decode step's logits leave tolerance.
-    StepLogits,
-    /// The accuracy gate: benchmark accuracy moved beyond its bound.
-    Accuracy,
-    /// genai: onnxruntime-genai's own processor built another prompt than Hugging Face's.
-    Prompt,
-    /// The package's logits hold NaN or infinity (no diff range can hold it).
-    NonFinite,
-    /// The package's logits rows have another length than the golden's vocabulary (checked before finiteness, so an
-    /// expected `non_finite` never absorbs it).
-    VocabSize,
-    /// The package's runtime refused it: onnxruntime-genai (the genai level) or ONNX Runtime (a model file it will
-    /// not load, at any level); an expectation names what its error says.
-    Refused,
-    /// The distribution level: the next-token distributions' KL divergence from the fp32 reference over its limit.
-    Distribution,
-}
-
-impl FailureKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FailureKind::Logits => "logits",
-            FailureKind::Tokens => "tokens",
-            FailureKind::StepLogits => "step_logits",
-            FailureKind::Accuracy => "accuracy",
-            FailureKind::Prompt => "prompt",
-            FailureKind::NonFinite => "non_finite",
-            FailureKind::VocabSize => "vocab_size",
-            FailureKind::Refused => "refused",
-            FailureKind::Distribution => "distribution",
-        }
-    }
-
-    fn parse(s: &str) -> Option<FailureKind> {
-        [
-            FailureKind::Logits,
-            FailureKind::Tokens,
-            FailureKind::StepLogits,
-            FailureKind::Accuracy,
-            FailureKind::Prompt,
-            FailureKind::NonFinite,
-            FailureKind::VocabSize,
-            FailureKind::Refused,
-            FailureKind::Distribution,
-        ]
-        .into_iter()
-        .find(|k| k.name() == s)
-    }
-
-    /// In words, for messages.
-    pub fn describe(self) -> &'static str {
-        match self {
-            FailureKind::Logits => "L4 prefill logits out of tolerance",
-            FailureKind::Tokens => "L5 greedy tokens diverge",
-            FailureKind::StepLogits => "L5 decode-step logits out of tolerance",
-            FailureKind::Accuracy => "accuracy outside the gate",
-            FailureKind::Prompt => "genai's processor prompt differs from Hugging Face's",
-            FailureKind::NonFinite => "logits are NaN or infinite",
-            FailureKind::VocabSize => "the logits' vocabulary is not the golden's",
-            FailureKind::Refused => "the runtime refused the package",
-            FailureKind::Distribution => "next-token distributions too far from the fp32 reference's",
-        }
-    }
-
-    /// The levels whose verdicts give this kind (genai judges prefill logits as L4 and tokens as L5 do).
-    pub fn levels(self) -> &'static [Level] {
-        match self {
-            FailureKind::Logits => &[Level::L4, Level::Genai],
-            FailureKind::Tokens => &[Level::L5, Level::Genai],
-            FailureKind::StepLogits => &[Level::L5],
-            FailureKind::Accuracy => &[Level::Accuracy, Level::AccuracyGenai],
-            FailureKind::Prompt => &[Level::Genai],
-            FailureKind::NonFinite => &[Level::L4, Level::L5, Level::Genai, Level::Accuracy, Level::AccuracyGenai, Level::Dist],
-            FailureKind::VocabSize => &[Level::L4, Level::L5, Level::Genai, Level::Dist],
-            FailureKind::Refused => &[
-                Level::L4,
-                Level::L5,
-                Level::Genai,
-                Level::VisionEncoder,
-                Level::AudioEncoder,
-                Level::Accuracy,
-                Level::AccuracyGenai,
-                Level::Dist,
-            ],
-            FailureKind::Distribution => &[Level::Dist],
-        }
-    }
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for FailureKind {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        FailureKind::parse(&s).ok_or_else(|| {
-            de::Error::custom(format!(
-                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution"
-            ))
-        })
-    }
-}
-
-/// A verdict's failure, in the numbers an expectation states.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub kind: FailureKind,
-    /// The largest |package - reference| logit difference the verdict measured (L4: over the last position's
-    /// vocabulary and every prompt position's stored logits; L5: over every teacher-forced step).
-    pub max_abs_diff: Option<f64>,
-    /// L5: the first diverging token (`tokens`) or the first step whose logits leave tolerance (`step_logits`).
-    pub first_step: Option<usize>,
-    /// L4: the first prompt position whose logits leave tolerance (goldens that store every position).
-    pub first_position: Option<usize>,
-    /// `refused`: the runtime's own error (onnxruntime-genai's or ONNX Runtime's), as it gave it.
-    pub refusal: Option<String>,
-}
-
-impl Failure {
-    /// A failure of `kind` with nothing measured yet.
-    pub fn of(kind: FailureKind) -> Failure {
-        Failure { kind, max_abs_diff: None, first_step: None, first_position: None, refusal: None }
-    }
-
-    /// The runtime's refusal of the package, with its error.
-    pub fn refused(error: String) -> Failure {
-        Failure { refusal: Some(error), ..Failure::of(FailureKind::Refused) }
-    }
-
-    /// A prefill-logits failure measured as `max_abs_diff`: `non_finite` when that is NaN or infinite (the package
-    /// computed no number there), else `logits`.
-    pub fn prefill(max_abs_diff: Option<f64>) -> Failure {
-        let kind = if max_abs_diff.is_some_and(|d| !d.is_finite()) { FailureKind::NonFinite } else { FailureKind::Logits };
-        Failure { max_abs_diff, ..Failure::of(kind) }
-    }
-}
-
-impl fmt::Display for Failure {
-    /// As the case file would state it, so a measured failure can be pasted into an `expect`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{{ failure: {}", self.kind)?;
-        if let Some(d) = self.max_abs_diff {
-            write!(f, ", max_abs_diff: {d:.6e}")?;
-        }
-        if let Some(s) = self.first_step {
-            write!(f, ", first_step: {s}")?;
-        }
-        if let Some(p) = self.first_position {
-            write!(f, ", first_position: {p}")?;
-        }
-        if let Some(m) = &self.refusal {
-            write!(f, ", message: {m:?}")?;
-        }
-        write!(f, " }} ({})", self.kind.describe())
-    }
-}
-
-/// Why a failure is not the one an xfail entry expects.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Mismatch {
-    /// The trial ended without a verdict: bad input or a broken set-up, never an expected failure.
-    NoVerdict,
-    Kind {
-        got: FailureKind,
-        expected: FailureKind,
-    },
-    OutsideRange {
-        got: f64,
-        range: [f64; 2],
-    },
-    NoDiffMeasured,
-    Step {
-        got: Option<usize>,
-        expected: usize,
-    },
-    Position {
-        got: Option<usize>,
-        expected: usize,
-    },
-    /// The runtime refused the package, but its error does not say what the entry expects.
-    Message {
-        expected: String,
-    },
-    /// The entry states no failure to expect.
-    NoneStated,
-}
-
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let none = |v: &Option<usize>| v.map_or_else(|| "none".to_string(), |g| g.to_string());
-        match self {
-            Mismatch::NoVerdict => f.write_str(
-                "the trial failed without reaching a verdict (a load error, a missing package or golden, a stale golden, \
-                 bad input), which is never an expected failure",
-            ),
-            Mismatch::Kind { got, expected } => write!(f, "the failure is {got} ({}), not {expected}", got.describe()),
-            Mismatch::OutsideRange { got, range: [lo, hi] } => write!(f, "max |diff| {got:.6e} is outside the expected [{lo:e}, {hi:e}]"),
-            Mismatch::NoDiffMeasured => f.write_str("the verdict measured no max |diff| to hold against the expected range"),
-            Mismatch::Step { got, expected } => {
-                write!(f, "the failure starts at step {}, not at the expected step {expected}", none(got))
-            }
-            Mismatch::Position { got, expected } => {
-                write!(f, "the logits leave tolerance from prompt position {}, not from the expected position {expected}", none(got))
-            }
-            Mismatch::Message { expected } => write!(f, "the runtime's error does not contain the expected {expected:?}"),
-            Mismatch::NoneStated => f.write_str("the xfail entry states no expected failure"),
-        }
-    }
-}
 
 /// The failure an xfail entry expects.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -284,26 +65,18 @@ impl Expect {
         None
     }
 
-    /// What `failure` needs stated, given its kind; `at` names the field in messages.
-    fn validate(&self, at: &str, levels: &[Level]) -> std::result::Result<(), String> {
+    /// What `failure` needs stated, given its kind; `at` names the field in messages. Whether the entry's levels
+    /// give that failure is theirs to say: the trial plan checks it (`level::Kind::failures`).
+    fn validate(&self, at: &str) -> std::result::Result<(), String> {
         let kind = self.failure;
-        if let Some(l) = levels.iter().find(|l| !kind.levels().contains(l)) {
-            let gives: Vec<String> = kind.levels().iter().map(ToString::to_string).collect();
-            return Err(format!(
-                "{at}.failure` is `{kind}`, which only a {} trial gives, but `levels` lists {l}; give each level its own xfail entry",
-                gives.join(" or ")
-            ));
-        }
         if matches!(kind, FailureKind::Logits | FailureKind::StepLogits) && self.max_abs_diff.is_none() {
             return Err(format!("{at}.max_abs_diff` is missing: a `{kind}` failure states its range, `[lo, hi]`"));
         }
         if matches!(kind, FailureKind::Tokens | FailureKind::StepLogits) && self.first_step.is_none() {
             return Err(format!("{at}.first_step` is missing: a `{kind}` failure states the step where it starts"));
         }
-        if self.first_position.is_some() && (kind != FailureKind::Logits || levels.contains(&Level::Genai)) {
-            return Err(format!(
-                "{at}.first_position` is given, but only L4's `logits` failure has a prompt position (genai judges the last one)"
-            ));
+        if self.first_position.is_some() && kind != FailureKind::Logits {
+            return Err(format!("{at}.first_position` is given, but only a `logits` failure has a prompt position"));
         }
         match (kind, &self.message) {
             (FailureKind::Refused, None) => {
@@ -396,7 +169,7 @@ pub fn validate(entries: &[Xfail]) -> std::result::Result<(), String> {
                  a failing trial prints its measured failure in that form"
             ));
         };
-        e.validate(&format!("field {at}.expect"), &x.levels)?;
+        e.validate(&format!("field {at}.expect"))?;
         if let Some(j) = entries[..i].iter().position(|o| o.overlaps(x)) {
             return Err(format!("fields `xfail[{j}]` and {at}` both name some trial; each trial has at most one expected failure"));
         }
@@ -509,8 +282,6 @@ mod tests {
         assert!(err.contains("field `xfail.expect` is missing"), "{err}");
         let err = validate(&[entry(vec![Level::L4], Some("{ failure: logits }"))]).unwrap_err();
         assert!(err.contains("`xfail.expect.max_abs_diff` is missing"), "{err}");
-        let err = validate(&[entry(vec![Level::L4, Level::L5], Some("{ failure: logits, max_abs_diff: [1, 2] }"))]).unwrap_err();
-        assert!(err.contains("only a L4 or genai trial gives") && err.contains("lists L5"), "{err}");
         let err = validate(&[entry(vec![Level::L5], Some("{ failure: tokens }"))]).unwrap_err();
         assert!(err.contains("first_step` is missing"), "{err}");
         let err = validate(&[entry(vec![Level::L4], Some("{ failure: logits, max_abs_diff: [2, 1] }"))]).unwrap_err();
@@ -521,11 +292,9 @@ mod tests {
         ];
         assert!(validate(&twice).unwrap_err().contains("`xfail[0]` and `xfail[1]` both name some trial"));
         assert_eq!(validate(&[entry(vec![Level::L5], Some("{ failure: tokens, first_step: 0 }"))]), Ok(()));
-        // Only L4 has prompt positions: genai's logits are its last position's.
+        // Only a logits failure has prompt positions (which levels state one is the plan's check).
         let positioned = "{ failure: logits, max_abs_diff: [1, 2], first_position: 3 }";
         assert_eq!(validate(&[entry(vec![Level::L4], Some(positioned))]), Ok(()));
-        let err = validate(&[entry(vec![Level::Genai], Some(positioned))]).unwrap_err();
-        assert!(err.contains("first_position` is given, but only L4"), "{err}");
         let err = validate(&[entry(vec![Level::L5], Some("{ failure: tokens, first_step: 0, first_position: 3 }"))]).unwrap_err();
         assert!(err.contains("first_position` is given"), "{err}");
     }

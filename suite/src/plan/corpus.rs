@@ -29,7 +29,6 @@ pub fn per_prompt(case: Case) -> Vec<Case> {
                 // them once.
                 c.spec.accuracy.clear();
                 c.spec.distribution = None;
-                c.spec.level.0.retain(|&l| l != crate::vocab::Level::Dist);
             }
             match speech {
                 true => c.spec.inputs.audio = vec![prompt],
@@ -64,13 +63,13 @@ pub fn task_dir_of(file: &str) -> String {
     p.parent().map(|d| d.to_string_lossy().replace('\\', "/")).unwrap_or_default()
 }
 
-/// Why this level of this case does not run, decided from the case alone: a task type the suite does not judge,
-/// or a sampled generation (no greedy golden to match). `None`: it runs.
-pub fn level_skip(case: &Case, level: Level) -> Option<String> {
+/// Why `level` of this case does not run, decided from the case alone: a task type the suite does not judge, or a
+/// sampled generation where the level judges a greedy stream (`greedy`: no golden to match). `None`: it runs.
+pub fn level_skip(case: &Case, level: Level, greedy: bool) -> Option<String> {
     if let Some(why) = task_type::skip_reason(&case.spec.task_type) {
         return Some(format!("{}: {why}", case.file));
     }
-    if case.spec.generation.do_sample == Some(true) && matches!(level, Level::L5 | Level::Genai) {
+    if case.spec.generation.do_sample == Some(true) && greedy {
         return Some(format!(
             "{}: field `generation.do_sample` is true: a sampled stream has no golden to match token by token, so {level} \
              does not run; L4 (the prefill logits, which sampling does not touch) still runs",

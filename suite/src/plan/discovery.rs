@@ -3,13 +3,14 @@
 //! or leaves the suite root named as a broken entry. A case that does not load still plans the trials it would
 //! have had, each failing, so a name filter aimed at them finds the failure.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::vocab::{Dtype, Ep, Level, Modality, TrialId};
+use crate::plan::case::{Case, GuessedSpec};
+use crate::vocab::{Dtype, Ep, Level, Modality};
 
 /// Folders deeper than this under `cases/` are not walked (a symlink loop is caught before it gets there).
 const MAX_DEPTH: usize = 32;
@@ -122,10 +123,11 @@ pub fn top_level(text: &str) -> Option<serde_json::Map<String, Value>> {
     }
 }
 
-/// The trials a case that does not load would have had, as far as its text says: its eps, dtypes, levels,
-/// modalities and accuracy tasks where they can be read, every value where they cannot. Each becomes a failing
-/// trial, so a filter aimed at the case's real trials still finds the failure.
-pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
+/// A case that does not load, as far as its text says: its eps, dtypes, levels, modalities, task type, accuracy
+/// tasks and distribution block where they can be read, every value where they cannot. The trial plan runs it like a
+/// case (one matrix for both), so a broken case plans every trial it would have had, each failing, and a filter
+/// aimed at them finds the failure.
+pub fn guess(name: &str, file: &str, task_dir: &str, text: Option<&str>) -> Case {
     let top = text.and_then(top_level).unwrap_or_default();
     let strings = |v: Option<&Value>| -> Option<Vec<String>> {
         match v? {
@@ -150,38 +152,23 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
     {
         dtypes = vec![d];
     }
+    // Every level a case can select when none reads; the plan keeps the ones a case selects.
     let levels_text = top.get("level").and_then(Value::as_str).map(|s| s.split('+').map(|p| p.trim().to_string()).collect());
-    let mut levels = parsed(levels_text, |s| Level::parse(s).filter(|l| matches!(l, Level::L4 | Level::L5)), &[Level::L4, Level::L5]);
-    if top.get("distribution").is_some_and(|d| !d.is_null()) {
-        levels.push(Level::Dist);
-    }
-    let speech = top.get("task_type").and_then(Value::as_str) == Some("speech-to-text");
+    let levels = parsed(levels_text, Level::parse, Level::ALL);
     let inputs = top.get("inputs");
     let has = |k: &str| inputs.and_then(|i| i.get(k)).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
     let inferred = match (has("images"), has("audio")) {
-        (true, true) => Some(Modality::ImageAudio),
-        (true, false) => Some(Modality::Image),
-        (false, true) => Some(Modality::Audio),
-        (false, false) => None,
+        (true, true) => Modality::ImageAudio,
+        (true, false) => Modality::Image,
+        (false, true) => Modality::Audio,
+        (false, false) => Modality::Text,
     };
     let all_modalities = [Modality::Text, Modality::Image, Modality::Audio, Modality::ImageAudio];
     let modalities = match strings(top.get("modalities")) {
         Some(m) => parsed(Some(m), Modality::parse, &all_modalities),
-        None if text.is_some_and(|t| top_level(t).is_some()) => vec![inferred.unwrap_or(Modality::Text)],
+        None if text.is_some_and(|t| top_level(t).is_some()) => vec![inferred],
         None => all_modalities.to_vec(),
     };
-    let mut out = BTreeMap::new();
-    let case = name.to_string();
-    for &modality in &modalities {
-        for &ep in &eps {
-            for &dtype in &dtypes {
-                for level in Level::for_modality(&levels, modality, speech) {
-                    let id = TrialId::Conformance { case: case.clone(), modality, ep, dtype, level };
-                    out.insert(id.to_string(), id);
-                }
-            }
-        }
-    }
     // An accuracy entry is a task file's path, or a map naming it in `task`.
     let tasks: Vec<String> = match top.get("accuracy") {
         Some(Value::Array(a)) => a
@@ -190,43 +177,19 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
             .collect(),
         other => strings(other).unwrap_or_default(),
     };
-    for task in tasks {
-        let task = Path::new(&task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
-        for &ep in &eps {
-            for &dtype in &dtypes {
-                let id = TrialId::Accuracy { task: task.clone(), case: case.clone(), ep, dtype, level: Level::Accuracy };
-                out.insert(id.to_string(), id);
-            }
-        }
-    }
-    out.into_values().collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_broken_case_plans_what_its_text_says_or_everything() {
-        let text = "model_id: x\nlevel: L4\nmatrix:\n  eps: [cpu]\n  dtypes: [f32, int4]\nbogus: 1\naccuracy: [cases/tasks/t.yaml]\n";
-        let names = |ids: Vec<TrialId>| ids.iter().map(ToString::to_string).collect::<Vec<_>>();
-        assert_eq!(
-            names(expected_trials("x", Some(text))),
-            [
-                "t/x/cpu/f32/accuracy",
-                "t/x/cpu/int4/accuracy",
-                "x/text/cpu/f32/L4",
-                "x/text/cpu/f32/genai",
-                "x/text/cpu/int4/L4",
-                "x/text/cpu/int4/genai"
-            ]
-        );
-        let all = names(expected_trials("x", Some("model_id: [unclosed")));
-        assert_eq!(all.len(), 3 * 4 * (3 + 4 + 4 + 5), "every ep, dtype, modality and level (genai included): {all:?}");
-        assert!(all.contains(&"x/image+audio/cuda/bf16/audio_encoder".to_string()));
-        // An accuracy entry that is a map names its task in `task`: a broken case still plans that trial.
-        let text =
-            "model_id: x\nlevel: L4\nmatrix: {eps: [cpu], dtypes: [f32]}\naccuracy: [{task: cases/tasks/k.yaml, limit: 3}]\nbogus: 1\n";
-        assert!(names(expected_trials("x", Some(text))).contains(&"k/x/cpu/f32/accuracy".to_string()));
-    }
+    let task_type = top.get("task_type").and_then(Value::as_str).unwrap_or("text-generation").to_string();
+    Case::guessed(
+        name,
+        file,
+        task_dir,
+        GuessedSpec {
+            eps,
+            dtypes,
+            levels,
+            modalities,
+            task_type,
+            accuracy: tasks,
+            distribution: top.get("distribution").is_some_and(|d| !d.is_null()),
+        },
+    )
 }

@@ -100,8 +100,9 @@ impl Suite {
                         let error = e.context(&file);
                         // An unreadable case file plans every trial it could have had; a folder, only its own.
                         let is_file = crate::plan::discovery::is_yaml(&p);
-                        let expected = if is_file { crate::plan::discovery::expected_trials(&name, None) } else { Vec::new() };
-                        return Err(BrokenCase { expected, name, file, error });
+                        let task_dir = corpus::task_dir_of(&file);
+                        let guess = is_file.then(|| Arc::new(crate::plan::discovery::guess(&name, &file, &task_dir, None)));
+                        return Err(BrokenCase { guess, name, file, error });
                     }
                 };
                 let file = relative(&self.root, &path);
@@ -112,7 +113,8 @@ impl Suite {
                     .map(|p| p.to_string_lossy().replace('\\', "/"))
                     .unwrap_or_default();
                 let text = std::fs::read_to_string(&path).map_err(|e| Error::new(format!("{file}: {e}")));
-                let expected = || crate::plan::discovery::expected_trials(&name, text.as_ref().ok().map(String::as_str));
+                let expected =
+                    || Some(Arc::new(crate::plan::discovery::guess(&name, &file, &task_dir, text.as_ref().ok().map(String::as_str))));
                 let twins = &by_name[&(path.parent().map(Path::to_path_buf).unwrap_or_default(), name.clone())];
                 if twins.len() > 1 {
                     let error = Error::new(format!(
@@ -120,11 +122,11 @@ impl Suite {
                          collide: rename one",
                         twins.iter().filter(|t| **t != file).cloned().collect::<Vec<_>>().join(", ")
                     ));
-                    return Err(BrokenCase { expected: expected(), name, file, error });
+                    return Err(BrokenCase { guess: expected(), name, file, error });
                 }
                 match text.clone().and_then(|t| Case::parse(&file, &task_dir, &name, &t)) {
                     Ok(c) => Ok(c),
-                    Err(error) => Err(BrokenCase { expected: expected(), name, file, error }),
+                    Err(error) => Err(BrokenCase { guess: expected(), name, file, error }),
                 }
             })
             .flat_map(|c| match c {
@@ -177,73 +179,6 @@ impl Suite {
     pub fn baseline_path(&self, task: &str, case: &str) -> PathBuf {
         self.goldens_dir.join("baselines").join(task).join(format!("{case}.json"))
     }
-
-    /// All trials, sorted by name. Names start with the case's name, or `<task folder>/<case>` where two cases in
-    /// different task folders share a name.
-    pub fn plan(&self) -> Vec<TrialSpec> {
-        let mut out = Vec::new();
-        let loaded = self.load_cases();
-        let subject = |c: &std::result::Result<Arc<Case>, BrokenCase>| match c {
-            Ok(case) => (case.task_dir.clone(), case.name.clone()),
-            Err(b) => (corpus::task_dir_of(&b.file), b.name.clone()),
-        };
-        let subjects: Vec<(String, String)> = loaded.iter().map(subject).collect();
-        let prefixes = corpus::trial_prefixes(subjects.iter().map(|(d, n)| (d.as_str(), n.as_str())));
-        for c in loaded {
-            let prefix = &prefixes[&subject(&c)];
-            match c {
-                Err(b) => {
-                    // The trials it would have had fail too, so a filter aimed at them still finds the failure.
-                    let own = TrialId::Case { case: prefix.clone() };
-                    for id in b.expected.iter().map(|id| id.with_case(prefix)).chain([own]) {
-                        out.push(TrialSpec::new(id, TrialKind::Broken(b.clone())));
-                    }
-                }
-                Ok(case) => {
-                    for entry in &case.spec.accuracy {
-                        let task = entry.file();
-                        let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
-                        let source = entry.source(&self.root, case.spec.external_paths);
-                        // A multimodal (lmms-eval) task also runs every item through the package's own runtime.
-                        let levels: &[Level] = if source.is_multimodal(&self.root, task) {
-                            &[Level::Accuracy, Level::AccuracyGenai]
-                        } else {
-                            &[Level::Accuracy]
-                        };
-                        for variant in case.variants(&self.root) {
-                            for &level in levels {
-                                let (ep, dtype) = (variant.ep, variant.dtype);
-                                let id = TrialId::Accuracy { task: task_name.clone(), case: prefix.clone(), ep, dtype, level };
-                                out.push(TrialSpec::new(
-                                    id,
-                                    TrialKind::Accuracy {
-                                        case: case.clone(),
-                                        task: task.to_string(),
-                                        task_name: task_name.clone(),
-                                        source: Box::new(source.clone()),
-                                        variant: variant.clone(),
-                                        level,
-                                    },
-                                ));
-                            }
-                        }
-                    }
-                    for modality in case.modalities() {
-                        for variant in case.variants(&self.root) {
-                            for level in Level::for_modality(case.levels(), modality, case.is_speech_to_text()) {
-                                let (ep, dtype) = (variant.ep, variant.dtype);
-                                let id = TrialId::Conformance { case: prefix.clone(), modality, ep, dtype, level };
-                                let kind = TrialKind::Conformance { case: case.clone(), modality, variant: variant.clone(), level };
-                                out.push(TrialSpec::new(id, kind));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        collisions(out)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -251,8 +186,9 @@ pub struct BrokenCase {
     pub name: String,
     pub file: String,
     pub error: Error,
-    /// The trials it would have had, as far as its text says (see [`crate::plan::discovery::expected_trials`]).
-    pub expected: Vec<TrialId>,
+    /// The case it would have been, as far as its text says (see [`crate::plan::discovery::guess`]): the plan gives
+    /// it every trial that case would have had, each failing. `None`: only its own `<case>/case` trial.
+    pub guess: Option<Arc<Case>>,
 }
 
 #[derive(Debug, Clone)]
@@ -272,7 +208,7 @@ pub enum TrialKind {
         /// What the case says about the task (data folder, overrides).
         source: Box<crate::accuracy::task::Source>,
         variant: Variant,
-        /// [`Level::Accuracy`], or [`Level::AccuracyGenai`] for a multimodal task through onnxruntime-genai.
+        /// The gate's level: the task through the suite's own runner, or a media task's items through onnxruntime-genai.
         level: Level,
     },
 }
@@ -283,31 +219,6 @@ pub struct TrialSpec {
     /// The libtest name, `id` displayed.
     pub name: String,
     pub kind: TrialKind,
-}
-
-/// Trials of one name from one case file are one trial (a broken case plans its names once per guess); from two
-/// files (`t.p2.yaml` beside a two-prompt `t.yaml`, whose second prompt is `t.p2`) they would share a name and a
-/// golden: each becomes a failing trial naming both files, never a silent merge.
-fn collisions(sorted: Vec<TrialSpec>) -> Vec<TrialSpec> {
-    let mut out: Vec<TrialSpec> = Vec::with_capacity(sorted.len());
-    for spec in sorted {
-        match out.last_mut() {
-            Some(last) if last.name == spec.name => {
-                let (a, b) = (last.kind.case_file(), spec.kind.case_file());
-                if a != b {
-                    let error = Error::new(format!(
-                        "{b}: its trial {} is also planned by {a}; trial names and goldens would collide (a case named \
-                         `<case>.p<k>` collides with the per-prompt split of a case with several prompts): rename one",
-                        spec.name
-                    ));
-                    let (name, file) = (spec.id.case().to_string(), b.to_string());
-                    last.kind = TrialKind::Broken(BrokenCase { name, file, error, expected: Vec::new() });
-                }
-            }
-            _ => out.push(spec),
-        }
-    }
-    out
 }
 
 impl TrialKind {

@@ -1,6 +1,5 @@
 //! `summary.json`: every trial's verdict and numbers, for tools.
 
-use crate::judge::detail::Detail;
 use crate::outcome::Finished;
 use crate::vocab::Device;
 
@@ -20,11 +19,7 @@ pub fn summary(rows: &[Finished], wall: f64, device: Device) -> String {
                 "verdict": r.outcome.status.name(),
                 "max_abs_diff": r.outcome.max_abs_diff,
                 "first_divergence": r.outcome.first_divergence,
-                "accuracy_delta_points": match r.outcome.detail.as_deref() {
-                    Some(Detail::Accuracy(a)) => Some(a.delta_points),
-                    Some(Detail::Media(m)) => Some(m.delta_points),
-                    _ => None,
-                },
+                "accuracy_delta_points": r.outcome.judgement.as_ref().and_then(|j| j.accuracy_delta_points()),
                 "regenerate": r.outcome.regenerate,
                 "seconds": r.seconds,
                 "message": r.outcome.message,

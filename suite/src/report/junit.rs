@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::markup::escape;
 use crate::outcome::{Finished, Status};
 use crate::vocab::TrialId;
 
@@ -18,19 +19,6 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-fn xml_escape(s: &str) -> String {
-    s.chars()
-        .filter(|&c| c == '\t' || c == '\n' || c == '\r' || c >= ' ')
-        .map(|c| match c {
-            '&' => "&amp;".to_string(),
-            '<' => "&lt;".to_string(),
-            '>' => "&gt;".to_string(),
-            '"' => "&quot;".to_string(),
-            c => c.to_string(),
-        })
-        .collect()
-}
-
 /// One testcase per trial, its classname the case/modality/ep/dtype and its name the level.
 pub fn report(rows: &[Finished], wall: f64) -> String {
     let failures = rows.iter().filter(|r| r.outcome.is_fail()).count();
@@ -44,14 +32,14 @@ pub fn report(rows: &[Finished], wall: f64) -> String {
     );
     for r in rows {
         let (class, name) = TrialId::parse(&r.name).map_or_else(|| (String::new(), r.name.clone()), |id| id.group_and_leaf());
-        let _ = write!(s, "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", xml_escape(&class), xml_escape(&name), r.seconds);
-        let msg = xml_escape(&r.outcome.message);
+        let _ = write!(s, "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", escape(&class), escape(&name), r.seconds);
+        let msg = escape(&r.outcome.message);
         match r.outcome.status {
             Status::Fail => {
                 let _ = writeln!(
                     s,
                     ">\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>",
-                    xml_escape(first_line(&r.outcome.message))
+                    escape(first_line(&r.outcome.message))
                 );
             }
             Status::Skip => {

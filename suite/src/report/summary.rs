@@ -5,8 +5,7 @@
 use std::fmt::Write;
 
 use super::matrix::{self, LEGEND};
-use crate::judge::detail::Detail;
-use crate::outcome::{Counts, Finished, Outcome, Status};
+use crate::outcome::{Counts, Finished, NumbersTable, Outcome, Status};
 
 /// What a report says about the run as a whole.
 #[derive(Debug, Clone)]
@@ -124,11 +123,13 @@ fn html_text(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-fn num(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+/// A table cell's number, or a dash.
+pub fn num(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or_else(|| "–".into(), f)
 }
 
-fn sci(v: Option<f64>) -> String {
+/// A table cell's number in scientific notation, or a dash.
+pub fn sci(v: Option<f64>) -> String {
     num(v, |x| format!("{x:.2e}"))
 }
 
@@ -172,130 +173,27 @@ pub fn markdown(trials: &[Finished], run: &Run) -> String {
     s
 }
 
-/// One table per kind of trial, each metric in its own column.
+/// One table per kind of trial, each metric in its own column: the tables and their cells are the judgements'
+/// (`Judgement::summary_row`), in their tables' order.
 fn numbers(s: &mut String, trials: &[Finished]) {
-    let ran = || trials.iter().filter(|t| t.outcome.status != Status::Skip);
-    let mut tables: Vec<(String, String)> = Vec::new();
-
-    let mut t = String::from(
-        "| trial | verdict | max \\|logit diff\\| | at id | cosine | outside tolerance | top-10 overlap | reference margin | time (s) |\n|---|---|---|---|---|---|---|---|---|\n",
-    );
-    let mut n = 0;
-    for r in ran() {
-        let Some(Detail::Prefill(d)) = r.outcome.detail.as_deref() else { continue };
-        n += 1;
-        let _ = writeln!(
-            t,
-            "| {} | {} | {} | {} | {} | {} | {}/10 | {} | {:.2} |",
-            code_cell(&r.name),
-            r.outcome.status.name(),
-            sci(d.max_abs),
-            d.max_abs_at.map_or("–".into(), |i| i.to_string()),
-            num(d.cosine, |c| format!("{c:.7}")),
-            d.violations.map_or("–".into(), |v| v.to_string()),
-            d.top10_overlap,
-            num(d.reference_margin, |m| format!("{m:.4}")),
-            r.seconds
-        );
+    let mut by_table: Vec<(&NumbersTable, Vec<String>)> = Vec::new();
+    for r in trials.iter().filter(|t| t.outcome.status != Status::Skip) {
+        let Some((table, cells)) = r.outcome.judgement.as_ref().and_then(|j| j.summary_row()) else { continue };
+        let row = format!("| {} | {} | {cells} | {:.2} |", code_cell(&r.name), r.outcome.status.name(), r.seconds);
+        match by_table.iter_mut().find(|(t, _)| std::ptr::eq(*t, table)) {
+            Some((_, rows)) => rows.push(row),
+            None => by_table.push((table, vec![row])),
+        }
     }
-    tables.push((format!("L4 prefill logits ({n})"), t));
-
-    let mut t = String::from(
-        "| trial | verdict | tokens matching | match ratio | first divergence (step) | divergence | time (s) |\n|---|---|---|---|---|---|---|\n",
-    );
-    let mut n = 0;
-    for r in ran() {
-        let Some(Detail::Generation(d)) = r.outcome.detail.as_deref() else { continue };
-        n += 1;
-        let _ = writeln!(
-            t,
-            "| {} | {} | {}/{} | {:.3} | {} | {} | {:.2} |",
-            code_cell(&r.name),
-            r.outcome.status.name(),
-            d.matches,
-            d.total,
-            d.ratio,
-            d.first_divergence.map_or("–".into(), |i| i.to_string()),
-            d.divergence.unwrap_or("–"),
-            r.seconds
-        );
-    }
-    tables.push((format!("L5 generation ({n})"), t));
-
-    let mut t = String::from(
-        "| trial | verdict | max \\|feature diff\\| | cosine | zeroing moves logits by | time (s) |\n|---|---|---|---|---|---|\n",
-    );
-    let mut n = 0;
-    for r in ran() {
-        let Some(Detail::Component(d)) = r.outcome.detail.as_deref() else { continue };
-        n += 1;
-        let _ = writeln!(
-            t,
-            "| {} | {} | {:.2e} | {:.7} | {:.2e} | {:.2} |",
-            code_cell(&r.name),
-            r.outcome.status.name(),
-            d.max_abs,
-            d.cosine,
-            d.moved,
-            r.seconds
-        );
-    }
-    tables.push((format!("Encoders ({n})"), t));
-
-    let mut t = String::from(
-        "| trial | verdict | metric | accuracy | reference | Δ accuracy (points) | allowed (points) | items flipped | max \\|log-likelihood diff\\| | time (s) |\n|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    let mut n = 0;
-    for r in ran() {
-        let Some(Detail::Accuracy(d)) = r.outcome.detail.as_deref() else { continue };
-        n += 1;
-        let _ = writeln!(
-            t,
-            "| {} | {} | {} | {:.2}% | {:.2}% | {:+.2} | ±{:.2} | {}/{} | {} | {:.2} |",
-            code_cell(&r.name),
-            r.outcome.status.name(),
-            d.metric,
-            100.0 * d.got,
-            100.0 * d.reference,
-            d.delta_points,
-            d.max_delta_points,
-            d.flips.len(),
-            d.n,
-            sci(d.max_loglik_diff),
-            r.seconds
-        );
-    }
-    tables.push((format!("Accuracy gate ({n})"), t));
-
-    let mut t = String::from(
-        "| trial | verdict | metric | package | reference | Δ (points) | allowed (points) | worse / better | paired p | detectable (points) | stop cuts | time (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    let mut n = 0;
-    for r in ran() {
-        let Some(Detail::Media(d)) = r.outcome.detail.as_deref() else { continue };
-        n += 1;
-        let dir = if d.lower_is_better { " (lower is better)" } else { "" };
-        let _ = writeln!(
-            t,
-            "| {} | {} | {}{dir} | {:.2} | {:.2} | {:+.2} | ±{:.2} | {} / {} of {} | {:.3} | {:.2} | {} | {:.2} |",
-            code_cell(&r.name),
-            r.outcome.status.name(),
-            d.metric,
-            d.got,
-            d.reference,
-            d.delta_points,
-            d.max_delta_points,
-            d.worse,
-            d.better,
-            d.n,
-            d.p_value,
-            d.min_detectable_points,
-            d.cuts.len(),
-            r.seconds
-        );
-    }
-    tables.push((format!("Multimodal gate ({n})"), t));
-
+    by_table.sort_by_key(|(t, _)| t.order);
+    let tables: Vec<(String, String)> = by_table
+        .into_iter()
+        .map(|(t, rows)| {
+            let columns = t.columns.split(" | ").count() + 3;
+            let header = format!("| trial | verdict | {} | time (s) |\n|{}\n", t.columns, "---|".repeat(columns));
+            (format!("{} ({})", t.title, rows.len()), header + &rows.join("\n") + "\n")
+        })
+        .collect();
     let _ = writeln!(s, "### Numbers\n");
     for (title, table) in tables.into_iter().filter(|(_, t)| t.lines().count() > 2) {
         let _ = writeln!(s, "<details><summary>{title}</summary>\n\n{table}\n</details>\n");
@@ -332,28 +230,40 @@ fn skips(s: &mut String, trials: &[Finished]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Outcome;
+    use crate::outcome::{Judgement, NumbersTable, Outcome};
 
     fn done(name: &str, o: Outcome) -> Finished {
         Finished { name: name.into(), outcome: o, seconds: 0.5 }
     }
 
+    /// A judgement as a level gives it, with its reasons and one summary row.
+    #[derive(Debug)]
+    struct Reasons(Vec<String>);
+
+    static TABLE: NumbersTable = NumbersTable { order: 1, title: "Streams", columns: "tokens \\| matching | ratio" };
+
+    impl Judgement for Reasons {
+        fn reasons(&self) -> Vec<String> {
+            self.0.clone()
+        }
+        fn numbers(&self) -> Vec<(&'static str, String)> {
+            Vec::new()
+        }
+        fn plots(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
+            Some((&TABLE, "1/2 | 0.500".into()))
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
     /// A failed L5 trial whose judgement gives `reasons`, with `message` as its rendered text.
     fn judged(message: &str, reasons: &[&str]) -> Outcome {
-        use crate::judge::verdict::{GenerationReport, Verdict};
-        use crate::outcome::Judgement;
-        let r = GenerationReport {
-            verdict: Verdict::Fail,
-            reasons: reasons.iter().map(|r| r.to_string()).collect(),
-            expected: vec![1, 2],
-            got: vec![1, 3],
-            matches: 1,
-            ratio: 0.5,
-            first_divergence: None,
-            teacher_forced: None,
-            tolerance: crate::judge::tolerance::Tolerance::builtin(crate::vocab::Level::L5, crate::vocab::Dtype::F32),
-        };
-        Outcome { judgement: Some(Judgement::Generation(Box::new(r))), ..Outcome::fail(message) }
+        let r = Reasons(reasons.iter().map(|r| r.to_string()).collect());
+        Outcome { judgement: Some(std::sync::Arc::new(r)), ..Outcome::fail(message) }
     }
 
     #[test]
@@ -378,6 +288,14 @@ mod tests {
         assert!(md.contains("| q · text | L4 ✅ L5 ❌ | L4 ➖ L5 ➖ |"), "{md}");
         assert!(md.contains("<summary>2 × no CUDA</summary>"), "{md}");
         assert_eq!(md.matches("no CUDA").count(), 1, "a skip reason is written once: {md}");
+        // The judgement's own table, with its columns between the verdict and the time.
+        assert!(
+            md.contains(
+                "<summary>Streams (1)</summary>\n\n| trial | verdict | tokens \\| matching | ratio | time (s) |\n|---|---|---|---|---|\n"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| `q/text/default/f32/L5` | FAIL | 1/2 | 0.500 | 0.50 |"), "{md}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::html::escape;
+use super::markup::escape;
 
 const W: f64 = 640.0;
 const H: f64 = 220.0;

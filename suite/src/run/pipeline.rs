@@ -6,7 +6,7 @@ use crate::error::{Error, Result, bail};
 use crate::feed::inputs::{Inputs, TensorData};
 use crate::run::generate::{self, Embedder, Features, Front};
 use crate::run::runtime::{self, Provider};
-use crate::vocab::Level;
+use crate::vocab::Modality;
 
 /// How a trial's tokens reach the decoder: directly, or through the package's embedding session with the media
 /// features its vision and audio encoders computed from the stored inputs.
@@ -104,12 +104,17 @@ impl Pipeline {
         self.speech.is_some()
     }
 
-    /// What one encoder computed from the stored inputs, and the prompt's last logits with its features and with
-    /// them zeroed (the check that the media reach the decoder). Judged by [`crate::judge::component`].
-    pub fn component_outputs(&self, level: Level, prefill: impl Fn(&Pipeline) -> Result<Vec<f32>>) -> Result<ComponentRun> {
-        let (component, _) = level.features();
+    /// What the encoder of `media` (image or audio) computed from the stored inputs, and the prompt's last logits
+    /// with its features and with them zeroed (the check that the media reach the decoder). `component` names the
+    /// encoder in errors.
+    pub fn component_outputs(
+        &self,
+        media: Modality,
+        component: &str,
+        prefill: impl Fn(&Pipeline) -> Result<Vec<f32>>,
+    ) -> Result<ComponentRun> {
         if let Some(states) = &self.speech {
-            if level != Level::AudioEncoder {
+            if media != Modality::Audio {
                 bail!("{component}: an encoder-decoder package has an audio encoder only");
             }
             let with = prefill(self)?;
@@ -117,12 +122,12 @@ impl Pipeline {
             return Ok(ComponentRun { shape: states.shape.clone(), features: states.data.clone(), with, zeroed });
         }
         let e = self.embedder.as_ref().ok_or_else(|| Error::new(format!("{component}: the package has no embedding session")))?;
-        let got = if level == Level::VisionEncoder { &e.image_features } else { &e.audio_features };
+        let got = if media == Modality::Image { &e.image_features } else { &e.audio_features };
         let got = got.as_ref().ok_or_else(|| Error::new(format!("{component}: the inputs have no media for it")))?;
         let with = prefill(self)?;
         let zeroed = {
             let mut e = e.clone();
-            let slot = if level == Level::VisionEncoder { &mut e.image_features } else { &mut e.audio_features };
+            let slot = if media == Modality::Image { &mut e.image_features } else { &mut e.audio_features };
             *slot = slot.as_ref().map(generate::Features::zeroed);
             prefill(&Pipeline { embedder: Some(e), speech: None })?
         };

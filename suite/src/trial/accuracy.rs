@@ -4,9 +4,8 @@ use super::Trial;
 use crate::accuracy::eval::{self, Unjudgeable};
 use crate::accuracy::gate;
 use crate::error::{Error, Result};
-use crate::judge::detail::{self, Detail};
-use crate::judge::xfail::{Failure, FailureKind};
-use crate::outcome::{Judgement, Outcome, Status};
+use crate::level::gate::judged::{TextJudged, text_numbers};
+use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::paths;
 
 impl Trial<'_> {
@@ -65,15 +64,14 @@ impl Trial<'_> {
         let got = scoring.scored;
         let policy = task.spec.gate_policy(self.ctx.ci);
         let r = gate::judge(items, &got, &baseline, task.spec.metric, &policy).map_err(|e| e.context(&baseline_file))?;
-        let message = crate::report::gate::render(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());
+        let message = crate::level::gate::render::text_message(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());
         Ok(Outcome {
             status: if r.pass { Status::Pass } else { Status::Fail },
             message,
             // The largest log-likelihood difference; the change in accuracy is the detail's own number.
             max_abs_diff: r.max_loglik_diff,
-            detail: Some(Box::new(Detail::Accuracy(detail::accuracy(task.spec.metric.name(), &r)))),
             failure: (!r.pass).then(|| Box::new(Failure { max_abs_diff: r.max_loglik_diff, ..Failure::of(FailureKind::Accuracy) })),
-            judgement: Some(Judgement::Accuracy(Box::new(r))),
+            judgement: Some(std::sync::Arc::new(TextJudged { numbers: text_numbers(task.spec.metric.name(), &r), report: r })),
             ..Outcome::new(Status::Pass, "")
         })
     }

@@ -3,10 +3,9 @@
 use super::{Prepared, Trial};
 use crate::error::{Error, Result};
 use crate::feed::inputs::Inputs;
-use crate::judge::component::{self, ComponentOutputs, ReferenceFeatures};
-use crate::judge::detail::{self, Detail};
-use crate::outcome::{Judgement, Outcome};
-use crate::report;
+use crate::level::encoder::judge::{self, ComponentOutputs, Judged, ReferenceFeatures};
+use crate::level::encoder::render;
+use crate::outcome::Outcome;
 use crate::run::generate;
 use crate::run::pipeline::Pipeline;
 use crate::run::runtime::Decoder;
@@ -24,23 +23,23 @@ impl Trial<'_> {
         let golden_file = &p.golden_file;
         let bytes = std::fs::read(&p.golden_path).map_err(|e| Error::new(format!("{golden_file}: {e}")))?;
         let features = Inputs::from_safetensors(golden_file, &bytes)?;
-        let (_, tensor) = self.level.features();
+        let encoder = crate::level::encoder::of(self.level).ok_or_else(|| Error::new(format!("{}: not an encoder level", self.level)))?;
+        let tensor = encoder.features;
         let want = ReferenceFeatures::read(&features, tensor, golden_file)?;
         let prefill = |pl: &Pipeline| generate::prefill(decoder, &pl.front(), p.inputs.input_ids());
-        let run = pipeline.component_outputs(self.level, prefill)?;
+        let run = pipeline.component_outputs(encoder.media, encoder.component, prefill)?;
         let got = ComponentOutputs { shape: &run.shape, features: &run.features, with: &run.with, zeroed: &run.zeroed };
-        let r = component::judge(self.level, &got, &want, &p.tol);
+        let r = judge::judge(encoder.component, encoder.features, &got, &want, &p.tol);
         let kept = want.kept(&run.shape, &run.features).unwrap_or_default();
-        let d = detail::component(r.component, &kept, want.values, r.cols, r.tolerance.atol, r.moved);
+        let d = judge::numbers(r.component, &kept, want.values, r.cols, r.tolerance.atol, r.moved);
         Ok(Outcome {
             status: r.verdict.into(),
-            message: report::component(self.name, &r, golden_file, &self.regenerate()),
+            message: render::message(self.name, &r, golden_file, &self.regenerate()),
             max_abs_diff: Some(r.comparison.max_abs),
-            detail: Some(Box::new(Detail::Component(d))),
             // An encoder's measured failure is never expected; only the runtime's refusal to load it can be
             // (`Outcome::from_error`).
             failure: None,
-            judgement: Some(Judgement::Component(Box::new(r))),
+            judgement: Some(std::sync::Arc::new(Judged { report: r, numbers: d })),
             ..Outcome::new(crate::outcome::Status::Pass, "")
         })
     }

@@ -9,11 +9,12 @@ use super::media::{SpeechFeed, speech_inputs};
 use crate::error::{Error, Result};
 use crate::feed::audio::Audio;
 use crate::feed::inputs::Inputs;
-use crate::judge::detail::Detail;
-use crate::judge::dist::{self, DistGolden, Segments};
 use crate::judge::finite::{self, ExpectedVocab};
-use crate::judge::xfail::{Failure, FailureKind};
-use crate::outcome::{Judgement, Outcome, Status};
+use crate::level::dist::corpus;
+use crate::level::dist::golden::{DistGolden, Segments};
+use crate::level::dist::judge::{self, DistTolerance};
+use crate::level::dist::stats;
+use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::paths;
 use crate::plan::case::Distribution;
 use crate::run::pipeline::Pipeline;
@@ -48,7 +49,7 @@ impl Trial<'_> {
             )));
         };
         let policy = self.suite.policy.as_ref().map_err(Clone::clone)?;
-        let tol = policy.dist(dtype);
+        let tol = DistTolerance::of(policy, dtype)?;
 
         let decoder = match self.decoder(&package, provider)? {
             Ok(d) => d,
@@ -98,7 +99,7 @@ impl Trial<'_> {
                 if let Some(nf) = finite::row(row, at) {
                     return Ok(self.non_finite(&place(r), nf));
                 }
-                positions.push(dist::measure(&golden, at, row, chunk[first + r + 1]));
+                positions.push(stats::measure(&golden, at, row, chunk[first + r + 1]));
             }
         }
         // Checked once the package's logits are: a package that gives NaN fails as such whatever its floor.
@@ -115,17 +116,16 @@ impl Trial<'_> {
             .floor_series
             .get(dtype.name())
             .ok_or_else(|| Error::new(format!("{golden_file}: no tensor `floor_kld.{dtype}` for its {dtype} floor")))?;
-        let r = dist::judge(&positions, floor, floor_kld, tol, golden.k, check);
-        let message = crate::report::dist::render(self.name, &r, &golden_file, &self.regenerate());
+        let r = judge::judge(&positions, floor, floor_kld, tol, golden.k, check);
+        let message = crate::level::dist::render::message(self.name, &r, &golden_file, &self.regenerate());
         let failure =
             (!r.pass).then(|| Box::new(Failure { max_abs_diff: Some(r.stats.kld.value), ..Failure::of(FailureKind::Distribution) }));
         Ok(Outcome {
             status: if r.pass { Status::Pass } else { Status::Fail },
             message,
             max_abs_diff: Some(r.stats.kld.value),
-            detail: Some(Box::new(Detail::Dist(Box::new(r.clone())))),
             failure,
-            judgement: Some(Judgement::Dist(Box::new(r))),
+            judgement: Some(std::sync::Arc::new(r)),
             ..Outcome::new(Status::Pass, "")
         })
     }
@@ -155,7 +155,7 @@ impl Trial<'_> {
         let utterances = match speech {
             Some(_) => {
                 let mut read = Vec::new();
-                for u in dist::speech_corpus(spec.corpus(), text)? {
+                for u in corpus::speech_corpus(spec.corpus(), text)? {
                     let what = format!("{}: utterance `{}`: field `audio`", spec.corpus(), u.name);
                     let clip = self.suite.root.join(&u.audio);
                     if !self.case.spec.external_paths {
@@ -169,7 +169,7 @@ impl Trial<'_> {
             None => Vec::new(),
         };
         let documents = match speech {
-            None => Some(dist::corpus_text(spec.corpus(), text)?),
+            None => Some(corpus::corpus_text(spec.corpus(), text)?),
             Some(_) => None,
         };
         let sha = sha256_hex(&bytes);
@@ -186,7 +186,7 @@ impl Trial<'_> {
                     )));
                 }
                 let ids = tokenizer.encode_plain(documents.as_deref().unwrap_or_default())?;
-                (dist::chunk_ids(&ids, spec.n_ctx(), tokenizer.bos()?), Vec::new())
+                (corpus::chunk_ids(&ids, spec.n_ctx(), tokenizer.bos()?), Vec::new())
             }
             (Some((feed, eos)), Segments::Utterances { names, audio_sha256 }) => {
                 let end = *eos.first().ok_or_else(|| {
@@ -207,7 +207,7 @@ impl Trial<'_> {
                     }
                     clips.push(crate::feed::audio::decode(audio, what)?);
                     ids.extend(&feed.prefix);
-                    ids.extend(tokenizer.encode_plain(&dist::transcript(&u.text))?);
+                    ids.extend(tokenizer.encode_plain(&corpus::transcript(&u.text))?);
                     ids.push(end);
                 }
                 (ids, clips)

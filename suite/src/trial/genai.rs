@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::judge::finite::{self, ExpectedVocab};
-use crate::judge::genai_level::{self, Feed, GenaiReport};
 use crate::judge::golden::GenerationGolden;
-use crate::judge::xfail::Failure;
-use crate::outcome::{Judgement, Outcome, Status};
-use crate::report;
+use crate::judge::tolerance::Logits;
+use crate::level::genai::judge::{self, Feed, GenaiReport};
+use crate::outcome::Failure;
+use crate::outcome::{Outcome, Status};
 use crate::run::genai::Refusal;
 use crate::run::runtime::{self, Provider};
-use crate::vocab::{Dtype, Level, Modality};
+use crate::vocab::{Dtype, Modality};
 
 impl Trial<'_> {
     /// The package through onnxruntime-genai: the prompt's ids appended to its generator, greedy to the golden's
@@ -62,16 +62,16 @@ impl Trial<'_> {
             return Ok(o);
         }
         // genai is judged as L4 and L5 are: each with its level's tolerance, the case's override checked against both.
-        let (tol4, tol5) = (self.tolerance(policy, Level::L4)?, self.tolerance(policy, Level::L5)?);
-        let goldens = genai_level::Goldens {
+        let (tol4, tol5) = (self.tolerance(policy, Logits::Prefill)?, self.tolerance(policy, Logits::Stream)?);
+        let goldens = judge::Goldens {
             prefill: prefill.as_ref().map(|g| (g, full.as_deref(), &tol4, prefill_file.as_str())),
             generation: generation.as_ref().map(|g| (g, &tol5, generation_file.as_str())),
         };
         let feed = Feed::Ids { library: run.library.clone(), version: crate::run::genai::GENAI_VERSION, generated: run.tokens.len() };
-        let r = genai_level::judge(feed, None, Some(&run.prefill_logits), &run.tokens, &goldens);
+        let r = judge::judge(feed, None, Some(&run.prefill_logits), &run.tokens, &goldens);
         let regenerate = self.regenerate();
         let ctx = self.report_context(&p.tokenizer, &generation_file, &regenerate, policy);
-        Ok(genai_outcome(report::genai(&ctx, &r), r))
+        Ok(genai_outcome(crate::level::genai::render::message(&ctx, &r), r))
     }
 
     /// A media prompt through genai's own processor: the prompt it builds must be Hugging Face's (else the trial
@@ -79,7 +79,7 @@ impl Trial<'_> {
     fn run_genai_media(&self, p: &Prepared, provider: Provider) -> Result<Outcome> {
         let (package, paths, tokenizer, policy) = (&p.package, &p.paths, &p.tokenizer, p.policy);
         let hf = p.inputs.input_ids();
-        let prompt = tokenizer.decode_raw(&crate::judge::genai_level::placeholder_ids(hf));
+        let prompt = tokenizer.decode_raw(&crate::level::genai::judge::placeholder_ids(hf));
         let media = |files: &[String], wanted: bool| -> Vec<PathBuf> {
             if wanted { files.iter().map(|f| self.suite.root.join(f)).collect() } else { Vec::new() }
         };
@@ -95,14 +95,14 @@ impl Trial<'_> {
             .greedy_media(&prompt, &images, &audio, max_new)
             .map_err(|e| e.context(format!("{}: genai failed on the package {}", self.case.file, self.rel(package))))?;
         let text = |ids: &[i64]| tokenizer.decode_raw(ids);
-        let difference = genai_level::prompt_difference(hf, &run.processor_ids, &text);
-        let tol = self.tolerance(policy, Level::L5)?;
+        let difference = judge::prompt_difference(hf, &run.processor_ids, &text);
+        let tol = self.tolerance(policy, Logits::Stream)?;
         let file = self.rel(&paths.generation);
-        let goldens = genai_level::Goldens { prefill: None, generation: generation.as_ref().map(|g| (g, &tol, file.as_str())) };
-        let r = genai_level::judge(Feed::Processor { modality: self.modality }, difference, None, &run.tokens, &goldens);
+        let goldens = judge::Goldens { prefill: None, generation: generation.as_ref().map(|g| (g, &tol, file.as_str())) };
+        let r = judge::judge(Feed::Processor { modality: self.modality }, difference, None, &run.tokens, &goldens);
         let regenerate = self.regenerate();
         let ctx = self.report_context(tokenizer, &file, &regenerate, policy);
-        Ok(genai_outcome(report::genai(&ctx, &r), r))
+        Ok(genai_outcome(crate::level::genai::render::message(&ctx, &r), r))
     }
 }
 
@@ -113,7 +113,7 @@ impl Trial<'_> {
         if let Some(skip) = self.cpu_cannot_run(&refusal.message, provider) {
             return skip;
         }
-        let message = report::genai_refused(self.name, &self.case.file, &self.rel(package), &refusal.message);
+        let message = crate::level::genai::render::refused(self.name, &self.case.file, &self.rel(package), &refusal.message);
         Outcome { failure: Some(Box::new(Failure::refused(refusal.message))), ..Outcome::fail(message) }
     }
 
@@ -138,7 +138,7 @@ fn genai_outcome(message: String, r: GenaiReport) -> Outcome {
         max_abs_diff: r.max_abs_diff,
         first_divergence: r.first_divergence,
         failure: r.failure.clone().map(Box::new),
-        judgement: Some(Judgement::Genai(Box::new(r))),
+        judgement: Some(std::sync::Arc::new(r)),
         ..Outcome::new(Status::Pass, "")
     }
 }

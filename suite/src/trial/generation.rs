@@ -6,13 +6,12 @@ use std::path::Path;
 use super::{Prepared, Trial};
 use crate::error::Result;
 use crate::feed::generation_config::GenerationConfig;
-use crate::judge::detail::{self, Detail};
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::golden::PrefillGolden;
 use crate::judge::tolerance::Tolerance;
 use crate::judge::verdict::{self, Verdict};
-use crate::judge::xfail::{Failure, FailureKind};
-use crate::outcome::{Judgement, Outcome, Status};
+use crate::level::generation::judged::{self, Judged};
+use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::report::{self, snapshot};
 use crate::run::generate::{self, Suppress};
 use crate::run::pipeline::Pipeline;
@@ -95,18 +94,14 @@ impl Trial<'_> {
         let ctx = self.report_context(&p.tokenizer, golden_file, &regenerate, p.policy);
         let outcome = Outcome {
             status: r.verdict.into(),
-            message: report::generation(&ctx, &r),
+            message: report::verdict::generation(&ctx, &r),
             max_abs_diff: max_step_diff,
             first_divergence: r.first_divergence.as_ref().map(|d| d.index),
             failure,
-            detail: Some(Box::new(Detail::Generation(detail::generation(
-                &r,
-                &golden,
-                &steps.steps,
-                forced.is_some(),
-                step_logits.as_ref(),
-            )))),
-            judgement: Some(Judgement::Generation(Box::new(r.clone()))),
+            judgement: Some(std::sync::Arc::new(Judged {
+                report: r.clone(),
+                numbers: judged::numbers(&r, &golden, &steps.steps, forced.is_some(), step_logits.as_ref()),
+            })),
             ..Outcome::new(Status::Pass, "")
         };
         let tokenizer = &p.tokenizer;

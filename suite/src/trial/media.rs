@@ -15,7 +15,8 @@ use crate::error::{Error, Result, bail};
 use crate::feed::generation_config::{self, GenerationConfig};
 use crate::feed::inputs::{Inputs, NamedTensor, TensorData};
 use crate::feed::tokenizer::TextTokenizer;
-use crate::judge::xfail::{Failure, FailureKind};
+use crate::level::gate::judged::{MediaJudged, media_numbers};
+use crate::outcome::{Failure, FailureKind};
 use crate::outcome::{Outcome, Status};
 use crate::paths;
 use crate::plan::case::SpeechTask;
@@ -154,7 +155,7 @@ impl Trial<'_> {
                     // NaN logits are a verdict of their own (one a strict xfail may state), as at L4 and L5.
                     Err(step) => {
                         let failure = Failure { first_step: Some(step), ..Failure::of(FailureKind::NonFinite) };
-                        let message = crate::report::media_gate::non_finite(self.name, &doc(it), step);
+                        let message = crate::level::gate::render::media_non_finite(self.name, &doc(it), step);
                         return Ok(Outcome { failure: Some(Box::new(failure)), ..Outcome::fail(message) });
                     }
                 }
@@ -173,7 +174,7 @@ impl Trial<'_> {
         if source.overrides.plumbing_only {
             media_gate::hold_outputs(&mut r, items, &reference, &got);
         }
-        let mut message = crate::report::media_gate::render(
+        let mut message = crate::level::gate::render::media_message(
             self.name,
             task,
             &protocol,
@@ -183,13 +184,13 @@ impl Trial<'_> {
             &self.regenerate(),
         );
         if let Some(differ) = &genai_prompts {
-            message.push_str(&crate::report::media_gate::genai_prompts(differ, items.len()));
+            message.push_str(&crate::level::gate::render::genai_prompts(differ, items.len()));
         }
         Ok(Outcome {
             status: if r.pass { Status::Pass } else { Status::Fail },
             message,
             failure: (!r.pass).then(|| Box::new(Failure::of(FailureKind::Accuracy))),
-            detail: Some(Box::new(crate::judge::detail::Detail::Media(Box::new(crate::judge::detail::media_gate(&r, items))))),
+            judgement: Some(std::sync::Arc::new(MediaJudged { numbers: media_numbers(&r, items), report: r })),
             ..Outcome::new(Status::Pass, "")
         })
     }
@@ -247,7 +248,7 @@ impl Trial<'_> {
             Medium::Image => inputs.input_ids().to_vec(),
             Medium::Audio => feed.prefix.clone(),
         };
-        let prompt = tokenizer.decode_raw(&crate::judge::genai_level::placeholder_ids(&reference_ids));
+        let prompt = tokenizer.decode_raw(&crate::level::genai::judge::placeholder_ids(&reference_ids));
         let file = scratch.media(item, feed.medium, protocol.media, &what)?;
         let (images, audio) = match feed.medium {
             Medium::Image => (vec![file], vec![]),

@@ -7,6 +7,7 @@ mod component;
 mod dist;
 mod genai;
 mod generation;
+pub mod matrix;
 mod media;
 mod place;
 mod prefill;
@@ -21,10 +22,9 @@ use crate::feed::inputs::Inputs;
 use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::finite::{NonFinite, VocabMismatch};
 use crate::judge::golden::{GenerationGolden, GoldenPaths, PrefillGolden};
-use crate::judge::tolerance::{Policy, Tolerance};
+use crate::judge::tolerance::{Logits, Policy, Tolerance};
 use crate::judge::verdict;
-use crate::judge::xfail::{Failure, FailureKind};
-use crate::outcome::{Finished, Outcome};
+use crate::outcome::{Failure, FailureKind, Finished, Outcome};
 use crate::paths;
 use crate::paths::relative;
 use crate::plan::case::{Case, Variant};
@@ -247,7 +247,7 @@ impl Trial<'_> {
             });
         }
         let policy = self.suite.policy.as_ref().map_err(Clone::clone)?;
-        let tol = self.tolerance(policy, self.level)?;
+        let tol = self.tolerance(policy, if self.level == Level::L5 { Logits::Stream } else { Logits::Prefill })?;
 
         // case -> inputs
         let Some(prompt) = self.case.prompt() else {
@@ -285,10 +285,10 @@ impl Trial<'_> {
     }
 
     /// The tolerance `level` is judged with: the policy's, with the case's override checked against it.
-    fn tolerance(&self, policy: &Policy, level: Level) -> Result<Tolerance> {
+    fn tolerance(&self, policy: &Policy, table: Logits) -> Result<Tolerance> {
         let spec = &self.case.spec;
-        policy.for_trial(level, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio).map_err(|e| {
-            e.context(format!("{} ({} for {}/{}, {})", self.case.file, level, self.variant.dtype, self.variant.ep, policy.source))
+        policy.for_trial(table, self.variant.dtype, spec.tolerance.as_ref(), spec.min_token_match_ratio).map_err(|e| {
+            e.context(format!("{} ({} for {}/{}, {})", self.case.file, table, self.variant.dtype, self.variant.ep, policy.source))
         })
     }
 

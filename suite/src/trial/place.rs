@@ -22,7 +22,7 @@ impl Trial<'_> {
     #[allow(clippy::result_large_err)]
     pub(super) fn placement(&self) -> std::result::Result<(Provider, PathBuf), Outcome> {
         let spec = &self.case.spec;
-        if let Some(why) = corpus::level_skip(self.case, self.level) {
+        if let Some(why) = corpus::level_skip(self.case, self.level, crate::level::of(self.level).greedy()) {
             return Err(Outcome::skip(why));
         }
         if let Some(r) = spec.skip_reason.as_deref().filter(|r| !r.trim().is_empty()) {

@@ -3,11 +3,10 @@
 
 use super::{Prepared, Trial};
 use crate::error::Result;
-use crate::judge::detail::{self, Detail};
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::verdict::{self, Verdict};
-use crate::judge::xfail::Failure;
-use crate::outcome::{Judgement, Outcome, Status};
+use crate::level::prefill::judged::{self, Judged};
+use crate::outcome::{Failure, Outcome, Status};
 use crate::report;
 use crate::run::generate;
 use crate::run::pipeline::Pipeline;
@@ -41,7 +40,7 @@ impl Trial<'_> {
             Some(p) => verdict::with_positions(r, p),
             None => r,
         };
-        let d = detail::prefill(&r, &got, reference.as_deref());
+        let d = judged::numbers(&r, &got, reference.as_deref());
         // The largest difference L4 measured: the last position's, or an earlier position's when larger.
         let max_abs = match (d.max_abs, r.positions.as_ref().map(|p| p.max_abs)) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -55,11 +54,10 @@ impl Trial<'_> {
         let ctx = self.report_context(&p.tokenizer, &p.golden_file, &regenerate, p.policy);
         Ok(Outcome {
             status: r.verdict.into(),
-            message: report::prefill(&ctx, &r),
+            message: report::verdict::prefill(&ctx, &r),
             max_abs_diff: max_abs,
-            detail: Some(Box::new(Detail::Prefill(d))),
             failure,
-            judgement: Some(Judgement::Prefill(Box::new(r))),
+            judgement: Some(std::sync::Arc::new(Judged { report: r, numbers: d })),
             ..Outcome::new(Status::Pass, "")
         })
     }

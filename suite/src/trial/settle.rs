@@ -3,8 +3,8 @@
 //! crafted values; the methods below only gather their inputs and word the result.
 
 use super::{Trial, indent};
-use crate::judge::xfail::{Failure, Mismatch, Xfail};
-use crate::outcome::{Outcome, Settled, Status};
+use crate::judge::xfail::Xfail;
+use crate::outcome::{Failure, Mismatch, Outcome, Settled, Status};
 use crate::paths;
 use crate::report::snapshot;
 
@@ -99,7 +99,8 @@ impl Trial<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::xfail::{Expect, FailureKind};
+    use crate::judge::xfail::Expect;
+    use crate::outcome::FailureKind;
 
     fn entry(expect: Option<Expect>) -> Xfail {
         Xfail { levels: vec![], eps: vec![], dtypes: vec![], modalities: vec![], reason: "known".into(), expect }

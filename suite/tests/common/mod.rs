@@ -55,7 +55,8 @@ pub fn run(root: &Path, name: &str) -> Outcome {
 /// Runs the trial `name` of the suite at `root` under `ctx`.
 pub fn run_in(root: &Path, name: &str, ctx: &RunContext) -> Outcome {
     let suite = Suite::open(root);
-    let spec = suite.plan().into_iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no trial {name}"));
+    let spec =
+        mobius_conformance::trial::matrix::plan(&suite).into_iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no trial {name}"));
     trial::run(&suite, &spec, ctx)
 }
 
@@ -67,7 +68,10 @@ pub fn ci() -> RunContext {
 /// Runs every trial of the suite at `root` on the CPU, in name order.
 pub fn run_all(root: &Path) -> Vec<(String, Outcome)> {
     let suite = Suite::open(root);
-    suite.plan().iter().map(|spec| (spec.name.clone(), trial::run(&suite, spec, &RunContext::local()))).collect()
+    mobius_conformance::trial::matrix::plan(&suite)
+        .iter()
+        .map(|spec| (spec.name.clone(), trial::run(&suite, spec, &RunContext::local())))
+        .collect()
 }
 
 /// A self-contained suite root: the qwen3-tiny case on its cpu-f32 package and tokenizer, with its goldens and the

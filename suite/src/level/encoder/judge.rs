@@ -1,4 +1,4 @@
-//! The component levels' judge: a media encoder's features against the reference's, element-wise under the dtype's
+//! The encoder levels' judge: a media encoder's features against the reference's, element-wise under the dtype's
 //! L4 tolerance, or, when the reference recorded its own float32-vs-float64 noise there, under the noise policy as L4
 //! judges logits; and whether they reach the decoder (zeroing them must move the prompt's last logits). Pure: the run
 //! stage's outputs and the reference's features in, a judgement out.
@@ -6,10 +6,10 @@
 use crate::error::{Error, Result, bail};
 use crate::feed::inputs::{Inputs, TensorData};
 use crate::judge::golden::{Hex, Noise};
+use crate::judge::profile::Profile;
 use crate::judge::tolerance::Tolerance;
 use crate::judge::verdict::{NoiseJudgement, Verdict, judge_noise};
 use crate::numeric::{Comparison, compare};
-use crate::vocab::Level;
 
 /// What the run stage measured for one encoder.
 pub struct ComponentOutputs<'a> {
@@ -126,8 +126,14 @@ pub struct ComponentReport {
     pub tolerance: Tolerance,
 }
 
-pub fn judge(level: Level, got: &ComponentOutputs, want: &ReferenceFeatures, tol: &Tolerance) -> ComponentReport {
-    let (component, tensor) = level.features();
+/// Judges one encoder (`component`, whose features tensor is `tensor`) against the reference's features.
+pub fn judge(
+    component: &'static str,
+    tensor: &'static str,
+    got: &ComponentOutputs,
+    want: &ReferenceFeatures,
+    tol: &Tolerance,
+) -> ComponentReport {
     let mut reasons = Vec::new();
     let want_shape = want.shape;
     let same_shape = got.shape == want_shape;
@@ -193,6 +199,39 @@ pub fn judge(level: Level, got: &ComponentOutputs, want: &ReferenceFeatures, tol
     }
 }
 
+/// What an encoder level decided, as the reports read it.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub report: ComponentReport,
+    pub numbers: Numbers,
+}
+
+/// An encoder's features against the reference's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Numbers {
+    pub component: &'static str,
+    pub max_abs: f64,
+    pub cosine: f64,
+    /// How far zeroing the features moved the prompt's last logits.
+    pub moved: f64,
+    pub atol: f64,
+    /// max |diff| per feature row (one row per media token).
+    pub rows: Profile,
+}
+
+/// An encoder's numbers and its per-row |diff| (rows are the last dimension's runs of `cols` values).
+pub fn numbers(component: &'static str, got: &[f32], want: &[f32], cols: usize, atol: f64, moved: f64) -> Numbers {
+    let c = compare(got, want, 0.0, 0.0);
+    let rows = Profile::of(
+        got.chunks(cols.max(1))
+            .zip(want.chunks(cols.max(1)))
+            .map(|(g, w)| g.iter().zip(w).map(|(&a, &b)| (a as f64 - b as f64).abs()).fold(0.0, f64::max))
+            .collect::<Vec<_>>()
+            .into_iter(),
+    );
+    Numbers { component, max_abs: c.max_abs, cosine: c.cosine, moved, atol, rows }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,7 +265,13 @@ mod tests {
 
     fn judge_state(want: &ReferenceFeatures, features: &[f32]) -> ComponentReport {
         let got = ComponentOutputs { shape: &[1, 6, 2], features, with: &[0.0, 1.0], zeroed: &[0.0, 0.0] };
-        judge(Level::AudioEncoder, &got, want, &Tolerance::builtin(Level::L4, crate::vocab::Dtype::F32))
+        judge(
+            "audio_encoder",
+            "audio_features",
+            &got,
+            want,
+            &Tolerance::builtin(crate::judge::tolerance::Logits::Prefill, crate::vocab::Dtype::F32),
+        )
     }
 
     #[test]
@@ -241,7 +286,13 @@ mod tests {
         assert!(r.reasons[0].contains("worst at [4, 1]"), "{:?}", r.reasons);
         // Another number of frames than the reference's is a shape failure, never a comparison of rows that differ.
         let got = ComponentOutputs { shape: &[1, 5, 2], features: &state(None)[..10], with: &[0.0, 1.0], zeroed: &[0.0, 0.0] };
-        let r = judge(Level::AudioEncoder, &got, &want, &Tolerance::builtin(Level::L4, crate::vocab::Dtype::F32));
+        let r = judge(
+            "audio_encoder",
+            "audio_features",
+            &got,
+            &want,
+            &Tolerance::builtin(crate::judge::tolerance::Logits::Prefill, crate::vocab::Dtype::F32),
+        );
         assert!(r.verdict == Verdict::Fail && r.reasons[0].contains("shape [1, 5, 2]"), "{:?}", r.reasons);
     }
 
@@ -273,5 +324,12 @@ mod tests {
         let inputs = stored(&[0, 2, 4], Some([1e-3, f32::NAN, 1e-3]));
         let e = ReferenceFeatures::read(&inputs, "audio_features", "f.safetensors").err().unwrap().to_string();
         assert!(e.contains("audio_features.noise"), "{e}");
+    }
+
+    #[test]
+    fn component_rows_hold_each_rows_worst() {
+        let c = numbers("vision_encoder", &[0.0, 1.0, 2.0, 3.5], &[0.0, 1.5, 2.0, 3.0], 2, 1e-4, 0.7);
+        assert_eq!(c.rows.values, vec![0.5, 0.5]);
+        assert_eq!((c.max_abs, c.moved), (0.5, 0.7));
     }
 }

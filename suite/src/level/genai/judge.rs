@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::judge::golden::{GenerationGolden, PrefillGolden};
 use crate::judge::tolerance::Tolerance;
 use crate::judge::verdict::{self, GenerationReport, PrefillReport, Verdict};
-use crate::judge::xfail::{Failure, FailureKind};
+use crate::outcome::{Failure, FailureKind};
 use crate::vocab::Modality;
 
 /// The L4 side: the golden, its full logits when it has them, the tolerance, its file; the same for L5.

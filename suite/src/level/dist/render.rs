@@ -1,9 +1,50 @@
-//! The distribution level's text: llama.cpp's `--kl-divergence` statistics, under its names where they mean the same
-//! thing, then the verdict against the golden's floor.
+//! The distribution level's words and plots: llama.cpp's `--kl-divergence` statistics, under its names where they
+//! mean the same thing, then the verdict against the golden's floor; the HTML report's numbers and its two plots
+//! (the KL's quantile function and its profile along the corpus).
 
+use std::any::Any;
 use std::fmt::Write as _;
 
-use crate::judge::dist::{DistReport, Estimate, MIN_PPL_POSITIONS, Spread};
+use super::judge::DistReport;
+use super::stats::{Estimate, MIN_PPL_POSITIONS, Spread, percentile};
+use crate::judge::profile::Profile;
+use crate::outcome::{Judgement, NumbersTable, Outcome};
+use crate::report::svg::{self, LineChart, Series};
+
+/// What a failing dist trial measured: its score and the statistics behind it.
+pub fn measured(o: &Outcome) -> Option<String> {
+    let r = super::judge::of(o)?;
+    Some(format!(
+        "dist score {:.3} (mean KLD {:.3e}, 99.0% {:.3e}, same top {:.2}%, deviation {:.2e})",
+        r.score(),
+        r.stats.kld.value,
+        r.stats.p99_kld(),
+        100.0 * r.stats.same_top.value,
+        r.deviation
+    ))
+}
+
+impl Judgement for DistReport {
+    fn reasons(&self) -> Vec<String> {
+        self.reasons.clone()
+    }
+
+    fn numbers(&self) -> Vec<(&'static str, String)> {
+        numbers_and_plots(self).0
+    }
+
+    fn plots(&self) -> Vec<String> {
+        numbers_and_plots(self).1
+    }
+
+    fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
 
 /// llama.cpp's fixed six decimals, or four significant digits where those would print only zeros (a clean f32 or
 /// f16 package's KL).
@@ -29,7 +70,7 @@ fn spread_lines(s: &mut String, what: &str, spread: &Spread, scale: f64, unit: &
 
 /// The verdict's message: the headline, the statistics, the reasons, the numbers it was judged by and how to
 /// regenerate the golden.
-pub fn render(trial: &str, r: &DistReport, golden_file: &str, regenerate: &str) -> String {
+pub fn message(trial: &str, r: &DistReport, golden_file: &str, regenerate: &str) -> String {
     let st = &r.stats;
     let mut s = String::new();
     let _ = writeln!(
@@ -103,4 +144,45 @@ pub fn render(trial: &str, r: &DistReport, golden_file: &str, regenerate: &str) 
     let _ = writeln!(s, "  KL over the reference's top {} ids + one tail bin: a lower bound of the full-vocabulary KL{bound}", r.k);
     let _ = writeln!(s, "  golden: {golden_file}\n  regenerate (only if the reference or the corpus changed): {regenerate}");
     s
+}
+
+fn numbers_and_plots(d: &DistReport) -> (Vec<(&'static str, String)>, Vec<String>) {
+    let (mut rows, mut plots) = (Vec::new(), Vec::new());
+    let st = &d.stats;
+    rows.push(("mean KLD", format!("{:.4e} ± {:.2e} (limit {:.4e})", st.kld.value, st.kld.uncertainty, d.mean_limit)));
+    rows.push(("99.0% KLD", format!("{:.4e} (limit {:.4e})", st.p99_kld(), d.p99_limit)));
+    rows.push(("same top p", format!("{:.3} ± {:.3} %", 100.0 * st.same_top.value, 100.0 * st.same_top.uncertainty)));
+    rows.push(("RMS Δp", format!("{:.3} %", 100.0 * st.rms_delta_p.value)));
+    if let Some(p) = &st.perplexity {
+        rows.push(("PPL(Q)/PPL(base)", format!("{:.6} ± {:.6}", p.ratio.value, p.ratio.uncertainty)));
+    }
+    rows.push(("scored positions", format!("{} (top {} + tail)", st.positions, d.k)));
+    rows.push(("floor", format!("{}: mean {:.3e}, 99.0% {:.3e}", d.floor.against, d.floor.mean_kld, d.floor.p99_kld)));
+    // The distribution itself: the KL at each percentile of the positions (the quantile function), 100 points.
+    let mut sorted = d.kld.clone();
+    sorted.sort_by(f64::total_cmp);
+    let quantiles: Vec<Option<f64>> = (0..=100).map(|p| Some(percentile(&sorted, p as f64 / 100.0)).filter(|v| *v > 0.0)).collect();
+    plots.push(svg::line_chart(&LineChart {
+        title: "KL from the fp32 reference at each percentile of the positions",
+        x_label: "percentile",
+        x_scale: 1.0,
+        log_y: true,
+        series: vec![Series { label: "KLD", color: "#0969da", points: quantiles }],
+        thresholds: vec![
+            (d.p99_limit, format!("99.0% limit {:.1e}", d.p99_limit)),
+            (d.mean_limit, format!("mean limit {:.1e}", d.mean_limit)),
+        ],
+        markers: vec![(99.0, "99.0%".into())],
+    }));
+    let profile = Profile::of(d.kld.iter().map(|v| v.max(0.0)));
+    plots.push(svg::line_chart(&LineChart {
+        title: "KL divergence per scored position, in corpus order (max per bucket)",
+        x_label: "scored position",
+        x_scale: profile.bucket as f64,
+        log_y: true,
+        series: vec![Series { label: "KLD", color: "#8250df", points: profile.points() }],
+        thresholds: vec![],
+        markers: vec![],
+    }));
+    (rows, plots)
 }

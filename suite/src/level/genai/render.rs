@@ -1,0 +1,74 @@
+//! The genai level's words: how genai was fed, then its prompt difference and the L4 and L5 reports it was judged
+//! by (their words are `report::verdict`'s), under one heading that says genai computed them; and its refusal.
+
+use std::any::Any;
+use std::fmt::Write;
+
+use super::judge::{Feed, GenaiReport};
+use crate::outcome::{Judgement, NumbersTable, Outcome};
+use crate::report::Context;
+use crate::report::verdict::{generation, prefill};
+
+/// What a failing genai trial measured: its largest logit difference and where its stream diverged.
+pub fn measured(o: &Outcome) -> Option<String> {
+    let step = o.first_divergence.map(|d| format!(", first divergence at step {d}"));
+    o.max_abs_diff.map(|d| format!("max |logit diff| {d:.3e}{}", step.unwrap_or_default()))
+}
+
+impl Judgement for GenaiReport {
+    fn reasons(&self) -> Vec<String> {
+        GenaiReport::reasons(self).into_iter().map(str::to_string).collect()
+    }
+
+    fn numbers(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    fn plots(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// genai's refusal of a package: what it said, and where the package is. A verdict (the package does not run in its
+/// own runtime), which an xfail entry may expect by its message.
+pub fn refused(trial: &str, case_file: &str, package: &str, message: &str) -> String {
+    format!(
+        "{trial}: genai FAIL ({case_file}): onnxruntime-genai refused the package {package}\n  genai said: {message}\n  \
+         the package does not run in its own runtime; the L4 and L5 levels judge it through ONNX Runtime directly\n"
+    )
+}
+
+/// The genai level's report: how genai was fed, then its prompt difference and the L4 and L5 reports it was judged
+/// by, under one heading that says genai computed them.
+pub fn message(ctx: &Context, r: &GenaiReport) -> String {
+    let mut s = match &r.feed {
+        Feed::Ids { library, version, generated } => format!(
+            "{}: genai: the package as onnxruntime-genai {version} runs it ({}), greedy, {generated} generated tokens\n",
+            ctx.trial,
+            library.display()
+        ),
+        Feed::Processor { modality } => format!("{}: genai: {modality} prompt through onnxruntime-genai's own processor\n", ctx.trial),
+    };
+    if let Some(d) = &r.prompt {
+        let _ = write!(
+            s,
+            "  - {}\n  Hugging Face ids: {:?}\n  genai ids:        {:?}\n  Hugging Face text: {:?}\n  genai text:        {:?}\n",
+            d.reason, d.hf, d.genai, d.hf_text, d.genai_text
+        );
+    }
+    if let Some((p, file)) = &r.prefill {
+        s.push_str(&prefill(&Context { golden_file: file, ..*ctx }, p));
+    }
+    if let Some((g, file)) = &r.generation {
+        s.push_str(&generation(&Context { golden_file: file, ..*ctx }, g));
+    }
+    s
+}

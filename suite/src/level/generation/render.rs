@@ -1,0 +1,118 @@
+//! L5's words and plots: the stream's report (shared with genai, in `report::verdict`), the HTML report's numbers
+//! with the per-step margins and logit differences, the first divergence marked, and its summary row.
+
+use std::any::Any;
+
+use super::judged::{Judged, Numbers};
+use crate::outcome::{FailureKind, Judgement, NumbersTable, Outcome};
+use crate::report::svg::{self, LineChart, Series};
+
+/// What a failing L5 trial measured: the tokens kept, where they diverge, and where the step logits leave tolerance.
+pub fn measured(o: &Outcome) -> Option<String> {
+    let r = &super::judged::of(o)?.report;
+    let (kept, total) = (r.matches, r.expected.len().max(r.got.len()));
+    let step = o.first_divergence.map(|d| format!(", first divergence at step {d}"));
+    let logits = o.failure.as_ref().filter(|f| f.kind == FailureKind::StepLogits).map(|f| {
+        format!(", step logits out from step {} (max |diff| {:.3e})", f.first_step.unwrap_or_default(), f.max_abs_diff.unwrap_or(f64::NAN))
+    });
+    Some(format!("{kept}/{total} tokens kept{}{}", step.unwrap_or_default(), logits.unwrap_or_default()))
+}
+
+static TABLE: NumbersTable =
+    NumbersTable { order: 2, title: "L5 generation", columns: "tokens matching | match ratio | first divergence (step) | divergence" };
+
+impl Judgement for Judged {
+    fn reasons(&self) -> Vec<String> {
+        self.report.reasons.clone()
+    }
+
+    fn numbers(&self) -> Vec<(&'static str, String)> {
+        numbers_and_plots(&self.numbers).0
+    }
+
+    fn plots(&self) -> Vec<String> {
+        numbers_and_plots(&self.numbers).1
+    }
+
+    fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
+        let d = &self.numbers;
+        let cells = format!(
+            "{}/{} | {:.3} | {} | {}",
+            d.matches,
+            d.total,
+            d.ratio,
+            d.first_divergence.map_or("–".into(), |i| i.to_string()),
+            d.divergence.unwrap_or("–"),
+        );
+        Some((&TABLE, cells))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) {
+    let (mut rows, mut plots) = (Vec::new(), Vec::new());
+    rows.push(("tokens matching", format!("{}/{} ({:.3})", d.matches, d.total, d.ratio)));
+    rows.push((
+        "first divergence",
+        d.first_divergence.map_or("none".into(), |i| format!("step {i} ({})", d.divergence.unwrap_or("unclassified"))),
+    ));
+    rows.push(("steps compared", if d.teacher_forced { "teacher-forced re-run (every step)".into() } else { "free run".to_string() }));
+    if d.steps.is_empty() {
+        return (rows, plots);
+    }
+    let markers: Vec<(f64, String)> = d.first_divergence.map(|i| (i as f64, format!("first divergence: step {i}"))).into_iter().collect();
+    plots.push(svg::line_chart(&LineChart {
+        title: "top1 - top2 margin per step",
+        x_label: "generation step",
+        x_scale: 1.0,
+        log_y: false,
+        series: vec![
+            Series { label: "reference", color: "#1a7f37", points: d.steps.iter().map(|p| p.reference_margin).collect() },
+            Series { label: "package", color: "#bc4c00", points: d.steps.iter().map(|p| p.package_margin).collect() },
+        ],
+        thresholds: vec![(d.near_tie_margin, format!("near-tie {}", d.near_tie_margin))],
+        markers: markers.clone(),
+    }));
+    if d.steps.iter().any(|p| p.max_abs.is_some()) {
+        plots.push(svg::line_chart(&LineChart {
+            title: "max |logit diff| per step (reference's top-10 ids)",
+            x_label: "generation step",
+            x_scale: 1.0,
+            log_y: true,
+            series: vec![Series { label: "|diff|", color: "#0969da", points: d.steps.iter().map(|p| p.max_abs).collect() }],
+            thresholds: vec![],
+            markers,
+        }));
+    }
+    (rows, plots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::level::generation::judged::StepPoint;
+
+    #[test]
+    fn a_stream_draws_its_margins_and_diffs_with_the_first_divergence_marked() {
+        let stream = Numbers {
+            matches: 2,
+            total: 4,
+            ratio: 0.5,
+            first_divergence: Some(2),
+            divergence: Some("real"),
+            near_tie_margin: 0.01,
+            teacher_forced: true,
+            steps: (0..4)
+                .map(|i| StepPoint { reference_margin: Some(1.0 + i as f64), package_margin: Some(1.0), max_abs: Some(1e-5), agree: i < 2 })
+                .collect(),
+        };
+        let (rows, plots) = numbers_and_plots(&stream);
+        let svg = plots.join("");
+        assert_eq!(plots.len(), 2, "margins, and the per-step diffs");
+        assert!(svg.contains("first divergence: step 2"), "{svg}");
+        assert!(rows.iter().any(|(k, v)| *k == "first divergence" && v == "step 2 (real)"), "{rows:?}");
+    }
+}
