@@ -7,9 +7,9 @@ use crate::judge::component::{self, ComponentOutputs, ReferenceFeatures};
 use crate::judge::detail::{self, Detail};
 use crate::outcome::{Judgement, Outcome};
 use crate::report;
+use crate::run::decoder::Decoder;
 use crate::run::generate;
 use crate::run::pipeline::Pipeline;
-use crate::run::runtime::Decoder;
 
 impl Trial<'_> {
     pub(super) fn run_component(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
@@ -26,7 +26,7 @@ impl Trial<'_> {
         let features = Inputs::from_safetensors(golden_file, &bytes)?;
         let (_, tensor) = self.level.features();
         let want = ReferenceFeatures::read(&features, tensor, golden_file)?;
-        let prefill = |pl: &Pipeline| generate::prefill(decoder, &pl.front(), p.inputs.input_ids());
+        let prefill = |pl: &Pipeline| generate::prefill(decoder, pl, p.inputs.input_ids());
         let run = pipeline.component_outputs(self.level, prefill)?;
         let got = ComponentOutputs { shape: &run.shape, features: &run.features, with: &run.with, zeroed: &run.zeroed };
         let r = component::judge(self.level, &got, &want, &p.tol);
