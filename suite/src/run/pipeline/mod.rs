@@ -1,4 +1,4 @@
-//! How a trial's tokens reach the decoder, one module per family of package, chosen once ([`Family::of`]) from the
+//! How a trial's tokens reach the decoder, one module per family of package, chosen once (`Family::of`) from the
 //! package's genai_config.json and what its decoder takes: a text decoder fed ids ([`text`]); media encoders and an
 //! embedding session in front of a decoder fed embeddings ([`multimodal`]); an encoder whose states the decoder
 //! reads at every step ([`encoder_decoder`], Whisper). The decode loops ask the pipeline, never the family.
