@@ -22,6 +22,11 @@ pub struct RunContext {
     /// How the speech gate decodes (`MOBIUS_SPEECH_DECODE`): checked against the reference's transcript, by default,
     /// or one step at a time.
     pub speech_decode: SpeechDecode,
+    /// Intra-op threads per ONNX Runtime session (`MOBIUS_INTRA_THREADS`, default 1): fixed so results repeat
+    /// exactly; trials run in parallel instead.
+    pub intra_threads: usize,
+    /// How many sessions the process keeps alive (`MOBIUS_MAX_SESSIONS`, default 64).
+    pub max_sessions: usize,
 }
 
 /// How the speech gate runs a package's greedy decoding. Both give the package's own greedy tokens (see
@@ -49,17 +54,30 @@ impl SpeechDecode {
 impl RunContext {
     /// A local run on the CPU: not CI, models not required.
     pub fn local() -> RunContext {
-        RunContext { ci: false, require_models: false, device: Device::Cpu, gate_sessions: None, speech_decode: SpeechDecode::Drafted }
+        RunContext {
+            ci: false,
+            require_models: false,
+            device: Device::Cpu,
+            gate_sessions: None,
+            speech_decode: SpeechDecode::Drafted,
+            intra_threads: 1,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        }
     }
 
     /// The settings as the environment gives them. A setting with a value it does not accept is an error naming it.
     pub fn from_env() -> Result<RunContext> {
+        let var = |k: &str| std::env::var(k).ok();
+        let device = ["MOBIUS_TEST_DEVICE", "MOBIUS_TEST_EP"].into_iter().find_map(|k| var(k).map(|v| (k, v)));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(RunContext {
-            ci: ci_from(std::env::var("CI").ok().as_deref()),
-            require_models: flag("MOBIUS_REQUIRE_MODELS", std::env::var("MOBIUS_REQUIRE_MODELS").ok().as_deref())?,
-            device: Device::from_env()?,
+            ci: ci_from(var("CI").as_deref()),
+            require_models: flag("MOBIUS_REQUIRE_MODELS", var("MOBIUS_REQUIRE_MODELS").as_deref())?,
+            device: device_from(device.as_ref().map(|(k, v)| (*k, v.as_str())))?,
             gate_sessions: None,
-            speech_decode: SpeechDecode::parse(std::env::var("MOBIUS_SPEECH_DECODE").ok().as_deref())?,
+            speech_decode: SpeechDecode::parse(var("MOBIUS_SPEECH_DECODE").as_deref())?,
+            intra_threads: parse_intra_threads(var("MOBIUS_INTRA_THREADS").as_deref(), cores)?,
+            max_sessions: parse_max_sessions(var("MOBIUS_MAX_SESSIONS").as_deref())?,
         })
     }
 
@@ -81,6 +99,43 @@ pub enum SnapshotMode {
 /// `CI` as CI systems set it (`true`, `1`, a system's name): set and not empty, `0` or `false`, means a CI run.
 pub fn ci_from(value: Option<&str>) -> bool {
     value.map(str::trim).is_some_and(|v| !v.is_empty() && !v.eq_ignore_ascii_case("false") && v != "0")
+}
+
+/// The device a setting names (`MOBIUS_TEST_DEVICE`, else its alias `MOBIUS_TEST_EP`, as `(name, value)`): unset
+/// is the CPU; a value [`Device::parse`] does not take is an error naming the setting.
+pub fn device_from(setting: Option<(&str, &str)>) -> Result<Device> {
+    match setting {
+        None => Ok(Device::Cpu),
+        Some((k, v)) => Device::parse(v).ok_or_else(|| Error::new(format!("{k}={v:?}: expected `cpu`, `cuda` or `cuda:<device id>`"))),
+    }
+}
+
+/// `MOBIUS_INTRA_THREADS`: unset means 1; otherwise 1 up to 4x the machine's cores (ONNX Runtime makes the threads
+/// when the session is created, so an absurd number hangs the run before any trial ends); anything else is an
+/// error naming the setting.
+pub fn parse_intra_threads(value: Option<&str>, cores: usize) -> Result<usize> {
+    let Some(v) = value else { return Ok(1) };
+    let max = 4 * cores.max(1);
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(Error::new(format!(
+            "MOBIUS_INTRA_THREADS={v:?}: expected a whole number from 1 to {max} (4 x this machine's {cores} cores)"
+        ))),
+    }
+}
+
+/// The session cap when `MOBIUS_MAX_SESSIONS` is unset: room for every package of a large case set, bounded all the
+/// same.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// `MOBIUS_MAX_SESSIONS`: unset means 64; a whole number >= 1 is the cap; anything else is an error naming the
+/// setting (a typo must not quietly run with another cap).
+pub fn parse_max_sessions(value: Option<&str>) -> Result<usize> {
+    match value.map(|v| (v, v.trim().parse::<usize>())) {
+        None => Ok(DEFAULT_MAX_SESSIONS),
+        Some((_, Ok(n))) if n > 0 => Ok(n),
+        Some((v, _)) => Err(Error::new(format!("MOBIUS_MAX_SESSIONS={v:?}: expected a whole number of sessions, at least 1"))),
+    }
 }
 
 /// A boolean setting of the suite's own: unset, `0` or `false` is off; `1` or `true` is on (any case); anything
@@ -119,6 +174,35 @@ mod tests {
         assert_eq!(SpeechDecode::parse(Some("stepwise")).unwrap(), SpeechDecode::Stepwise);
         let e = SpeechDecode::parse(Some("fast")).unwrap_err().to_string();
         assert!(e.contains("MOBIUS_SPEECH_DECODE") && e.contains("fast") && e.contains("stepwise"), "{e}");
+    }
+
+    #[test]
+    fn the_device_setting_takes_cpu_and_cuda_and_refuses_the_rest_naming_it() {
+        assert_eq!(device_from(None).unwrap(), Device::Cpu);
+        assert_eq!(device_from(Some(("MOBIUS_TEST_DEVICE", "cuda:2"))).unwrap(), Device::Cuda { id: 2 });
+        assert_eq!(device_from(Some(("MOBIUS_TEST_EP", " CPU "))).unwrap(), Device::Cpu);
+        let e = device_from(Some(("MOBIUS_TEST_EP", "tpu"))).unwrap_err().to_string();
+        assert!(e.contains("MOBIUS_TEST_EP=\"tpu\"") && e.contains("cuda:<device id>"), "{e}");
+    }
+
+    #[test]
+    fn intra_threads_are_bounded_and_garbage_is_an_error_naming_the_setting() {
+        assert_eq!(parse_intra_threads(None, 8).unwrap(), 1);
+        assert_eq!(parse_intra_threads(Some("4"), 8).unwrap(), 4);
+        assert_eq!(parse_intra_threads(Some("32"), 8).unwrap(), 32);
+        for bad in ["100000", "33", "0", "-1", "many", ""] {
+            let e = parse_intra_threads(Some(bad), 8).unwrap_err().to_string();
+            assert!(e.contains("MOBIUS_INTRA_THREADS") && e.contains("1 to 32"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_cap_setting_is_a_positive_number_or_an_error_naming_it() {
+        assert_eq!(parse_max_sessions(None).unwrap(), 64);
+        assert_eq!(parse_max_sessions(Some(" 3 ")).unwrap(), 3);
+        for bad in ["0", "-2", "lots", ""] {
+            assert!(parse_max_sessions(Some(bad)).unwrap_err().to_string().contains("MOBIUS_MAX_SESSIONS"), "{bad}");
+        }
     }
 
     #[test]

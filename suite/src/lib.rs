@@ -46,18 +46,21 @@ pub mod feed {
     pub mod tokenizer;
 }
 
-/// Running a package: the ONNX Runtime library and its sessions, prefill and greedy decoding, media encoders, the
-/// encoder-decoder (speech-to-text) pipeline, and
+/// Running a package: the ONNX Runtime library and its shared sessions, the decoder and its KV cache, the encoders,
+/// one pipeline per family of package (text, multimodal, encoder-decoder), prefill and greedy decoding, and
 /// onnxruntime-genai.
 pub mod run {
     pub mod bootstrap;
+    pub mod decoder;
     pub mod drafted;
+    pub mod encoder_session;
+    pub mod encoders;
     pub mod genai;
     pub mod generate;
     pub mod pipeline;
     pub mod runtime;
     pub mod sessions;
-    pub mod speech;
+    pub mod timing;
     pub mod workers;
 }
 

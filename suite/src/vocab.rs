@@ -207,7 +207,8 @@ impl fmt::Display for Level {
     }
 }
 
-/// Where trials run, from `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`): `cpu` (default), `cuda` or `cuda:<id>`.
+/// Where trials run: `cpu` (default), `cuda` or `cuda:<id>`, as `MOBIUS_TEST_DEVICE` (or `MOBIUS_TEST_EP`) names it
+/// (read by [`crate::context::RunContext`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Device {
     Cpu,
@@ -215,15 +216,6 @@ pub enum Device {
 }
 
 impl Device {
-    pub fn from_env() -> crate::error::Result<Device> {
-        let var = ["MOBIUS_TEST_DEVICE", "MOBIUS_TEST_EP"].into_iter().find_map(|k| std::env::var(k).ok().map(|v| (k, v)));
-        match var {
-            None => Ok(Device::Cpu),
-            Some((k, v)) => Device::parse(&v)
-                .ok_or_else(|| crate::error::Error::new(format!("{k}={v:?}: expected `cpu`, `cuda` or `cuda:<device id>`"))),
-        }
-    }
-
     pub fn parse(s: &str) -> Option<Device> {
         match s.trim().to_ascii_lowercase().as_str() {
             "" | "cpu" => Some(Device::Cpu),

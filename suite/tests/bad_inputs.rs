@@ -164,12 +164,13 @@ fn corrupt_golden_fails_its_trial() {
 /// gets an error naming the file and both roles, whichever came first; the first role keeps working.
 #[test]
 fn a_model_file_is_a_decoder_or_an_encoder_not_both() {
-    use mobius_conformance::run::runtime::{self, Provider};
+    use mobius_conformance::run::runtime::Provider;
+    use mobius_conformance::run::sessions;
     let model = workspace_root().join("fixtures/llama-tiny/onnx/cpu-f32/model.onnx");
-    runtime::decoder(&model, Provider::Cpu).expect("the decoder loads");
-    let e = runtime::encoder(&model, Provider::Cpu).err().expect("the same file as an encoder is refused").to_string();
+    sessions::decoder(&model, Provider::Cpu).expect("the decoder loads");
+    let e = sessions::encoder(&model, Provider::Cpu).err().expect("the same file as an encoder is refused").to_string();
     assert!(e.contains(&model.display().to_string()) && e.contains("already loaded as a decoder, not an encoder"), "{e}");
-    runtime::decoder(&model, Provider::Cpu).expect("still a decoder");
+    sessions::decoder(&model, Provider::Cpu).expect("still a decoder");
 }
 
 /// Rewrites a golden's JSON in place.
@@ -198,10 +199,10 @@ fn a_huge_max_new_tokens_is_refused_naming_the_field_and_never_aborts() {
     assert_eq!(l5.status, Status::Fail);
     assert!(l5.message.contains("qwen3-tiny_generation.json") && l5.message.contains("`max_new_tokens`"), "{}", l5.message);
     // And generation itself refuses, instead of reserving the whole stream up front (which aborted the process).
-    use mobius_conformance::{run::generate, run::runtime};
+    use mobius_conformance::run::{generate, pipeline::Pipeline, runtime, sessions};
     let model = workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32/model.onnx");
-    let d = runtime::decoder(&model, runtime::Provider::Cpu).unwrap();
-    let e = generate::greedy(&d, &generate::Front::Ids, &[2, 40], 4_000_000_000, &[], None, &[]).expect_err("refused").to_string();
+    let d = sessions::decoder(&model, runtime::Provider::Cpu).unwrap();
+    let e = generate::greedy(&d, &Pipeline::Text, &[2, 40], 4_000_000_000, &[], None, &[]).expect_err("refused").to_string();
     assert!(e.contains("4000000000 new tokens"), "{e}");
 }
 

@@ -2,18 +2,18 @@
 //! not asked for, it skips and says why.
 
 use mobius_conformance::paths::workspace_root;
-use mobius_conformance::run::runtime::provider_for;
-use mobius_conformance::run::runtime::{self, Provider};
+use mobius_conformance::run::runtime::{Provider, provider_for};
+use mobius_conformance::run::sessions;
 use mobius_conformance::vocab::Device;
 use mobius_conformance::vocab::Ep;
 
 #[test]
 fn cuda_requested_but_unavailable_fails_with_the_runtime_message() {
     let model = workspace_root().join("fixtures/qwen3-tiny/onnx/default-f32/model.onnx");
-    // This process's ONNX Runtime is the CPU build (the first session decides), which has no CUDA provider:
+    // This process's ONNX Runtime is the CPU build (no run context configured another), which has no CUDA provider:
     // registration must fail loudly instead of falling back to the CPU.
-    runtime::decoder(&model, Provider::Cpu).expect("the CPU session loads");
-    let e = match runtime::decoder(&model, Provider::Cuda { id: 0 }) {
+    sessions::decoder(&model, Provider::Cpu).expect("the CPU session loads");
+    let e = match sessions::decoder(&model, Provider::Cuda { id: 0 }) {
         Ok(d) => panic!("a CUDA session was created on a machine without CUDA (provider {})", d.provider),
         Err(e) => e.to_string(),
     };

@@ -99,7 +99,7 @@ fn child_runs_trials_in_the_given_order() {
             });
         }
     }
-    let device = Device::from_env().unwrap();
+    let device = mobius_conformance::context::RunContext::from_env().unwrap().device;
     assert_eq!(device, Device::Cuda { id: 0 });
     for spec in plan.iter().take(2) {
         // The outcome does not matter here (CUDA trials fail on this CPU library); the library loaded does.

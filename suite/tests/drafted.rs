@@ -9,9 +9,13 @@ use std::path::{Path, PathBuf};
 use mobius_conformance::feed::inputs::Inputs;
 use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::paths::workspace_root;
+use mobius_conformance::run::decoder::{Decoder, StepInput};
 use mobius_conformance::run::drafted::greedy_drafted;
-use mobius_conformance::run::generate::{self, Features, Front, Generated, Suppress};
-use mobius_conformance::run::runtime::{self, Provider, StepInput};
+use mobius_conformance::run::encoder_session::Features;
+use mobius_conformance::run::generate::{self, Generated, Suppress};
+use mobius_conformance::run::pipeline::{Pipeline, encoder_decoder};
+use mobius_conformance::run::runtime::Provider;
+use mobius_conformance::run::sessions;
 
 const SOT: i64 = 513;
 const NOTIMESTAMPS: i64 = 515;
@@ -22,15 +26,15 @@ fn package() -> PathBuf {
     workspace_root().join("fixtures/whisper-tiny/onnx/default-f32")
 }
 
-fn decoder(pkg: &Path) -> std::sync::Arc<runtime::Decoder> {
-    runtime::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu).unwrap()
+fn decoder(pkg: &Path) -> std::sync::Arc<Decoder> {
+    sessions::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu).unwrap()
 }
 
 fn states(pkg: &Path) -> Features {
     let file = workspace_root().join("goldens/speech-to-text/whisper-tiny.inputs.safetensors");
     let inputs = Inputs::from_safetensors("whisper-tiny.inputs.safetensors", &std::fs::read(file).unwrap()).unwrap();
     let cfg = GenaiConfig::load(pkg).unwrap();
-    mobius_conformance::run::speech::encode(pkg, &cfg, &decoder(pkg), Provider::Cpu, &inputs, "inputs").unwrap()
+    encoder_decoder::encode(pkg, &cfg, &decoder(pkg), Provider::Cpu, &inputs, "inputs").unwrap()
 }
 
 /// The fixture's generation config: 512 is end of text and banned at the first step; 0-3, 513 and 514 always.
@@ -39,14 +43,14 @@ fn suppress() -> Suppress {
 }
 
 /// The fixture's decoder and the encoder states of its stored clip.
-fn fixture() -> (std::sync::Arc<runtime::Decoder>, Features) {
+fn fixture() -> (std::sync::Arc<Decoder>, Features) {
     let pkg = package();
     (decoder(&pkg), states(&pkg))
 }
 
 /// The step-by-step loop's run to the budget, stopping after `eos`.
-fn stepwise(d: &runtime::Decoder, front: &Front, eos: &[i64]) -> Generated {
-    generate::greedy_with(d, front, &PROMPT, BUDGET, eos, None, &[], &suppress()).unwrap()
+fn stepwise(d: &Decoder, pipeline: &Pipeline, eos: &[i64]) -> Generated {
+    generate::greedy_with(d, pipeline, &PROMPT, BUDGET, eos, None, &[], &suppress()).unwrap()
 }
 
 /// Same tokens and steps as the step-by-step run, each step's top logits within float noise of its.
@@ -67,11 +71,11 @@ fn assert_same_run(what: &str, got: &Generated, want: &Generated) {
 #[test]
 fn any_draft_gives_the_step_by_step_greedy_tokens_and_a_right_one_takes_one_call() {
     let (d, s) = fixture();
-    let front = Front::CrossAttention(&s);
-    let want = stepwise(&d, &front, &[]);
+    let pipeline = Pipeline::EncoderDecoder(s.clone());
+    let want = stepwise(&d, &pipeline, &[]);
     assert_eq!(want.steps.len(), BUDGET);
     let right = want.tokens.clone();
-    let run = |draft: &[i64]| greedy_drafted(&d, &front, &PROMPT, BUDGET, &[], &suppress(), draft).unwrap();
+    let run = |draft: &[i64]| greedy_drafted(&d, &pipeline, &PROMPT, BUDGET, &[], &suppress(), draft).unwrap();
 
     let exact = run(&right);
     assert_same_run("the run's own tokens as the draft", &exact.generated, &want);
@@ -106,15 +110,15 @@ fn any_draft_gives_the_step_by_step_greedy_tokens_and_a_right_one_takes_one_call
 #[test]
 fn the_run_stops_after_eos_as_the_step_by_step_loop_does() {
     let (d, s) = fixture();
-    let front = Front::CrossAttention(&s);
-    let full = stepwise(&d, &front, &[]);
+    let pipeline = Pipeline::EncoderDecoder(s.clone());
+    let full = stepwise(&d, &pipeline, &[]);
     // Take the token chosen at step 4 as the end of text: both loops stop after it (kept), on any draft.
     let eos = [full.tokens[4]];
     let first = full.tokens.iter().position(|t| *t == eos[0]).unwrap();
-    let want = stepwise(&d, &front, &eos);
+    let want = stepwise(&d, &pipeline, &eos);
     assert_eq!(want.tokens.len(), first + 1);
     for draft in [&full.tokens[..], &[], &full.tokens[..2]] {
-        let r = greedy_drafted(&d, &front, &PROMPT, BUDGET, &eos, &suppress(), draft).unwrap();
+        let r = greedy_drafted(&d, &pipeline, &PROMPT, BUDGET, &eos, &suppress(), draft).unwrap();
         assert_same_run("with an end of text", &r.generated, &want);
     }
 }
@@ -138,11 +142,11 @@ fn a_cache_cut_back_continues_as_one_grown_to_that_length() {
 }
 
 #[test]
-fn a_front_without_the_encoder_states_is_refused_and_a_non_finite_step_ends_the_run() {
+fn a_pipeline_without_the_encoder_states_is_refused_and_a_non_finite_step_ends_the_run() {
     let pkg = package();
     let d = decoder(&pkg);
     let s = states(&pkg);
-    let e = greedy_drafted(&d, &Front::Ids, &PROMPT, 4, &[], &Suppress::default(), &[]).err().unwrap().to_string();
+    let e = greedy_drafted(&d, &Pipeline::Text, &PROMPT, 4, &[], &Suppress::default(), &[]).err().unwrap().to_string();
     assert!(e.contains("encoder_hidden_states"), "a decoder that needs encoder states says so: {e}");
     // A decoder whose weights are all NaN: the first step is not finite, and the run ends there (the gate reports it).
     let scratch = common::Scratch::new("drafted-nan");
@@ -151,7 +155,7 @@ fn a_front_without_the_encoder_states_is_refused_and_a_non_finite_step_ends_the_
     let n = std::fs::metadata(&data).unwrap().len() as usize;
     std::fs::write(&data, f32::NAN.to_le_bytes().repeat(n / 4)).unwrap();
     let nan = decoder(&scratch.0);
-    let r = greedy_drafted(&nan, &Front::CrossAttention(&s), &PROMPT, 8, &[], &suppress(), &[40, 41, 42]).unwrap();
+    let r = greedy_drafted(&nan, &Pipeline::EncoderDecoder(s), &PROMPT, 8, &[], &suppress(), &[40, 41, 42]).unwrap();
     assert_eq!(r.generated.steps.len(), 1);
     assert!(r.generated.steps[0].non_finite.is_some());
 }

@@ -374,11 +374,13 @@ fn a_baseline_from_other_requests_is_stale_and_a_missing_one_says_how_to_make_it
 fn cached_scoring_agrees_with_lm_evals_uncached_requests() {
     use mobius_conformance::accuracy::eval::{self, Strategy};
     use mobius_conformance::feed::package::{GenaiConfig, package_model};
-    use mobius_conformance::run::runtime::{self, Provider};
+    use mobius_conformance::run::decoder::Decoder;
+    use mobius_conformance::run::runtime::Provider;
+    use mobius_conformance::run::sessions;
     let root = workspace_root();
     let package = root.join("fixtures/arith-tiny/onnx/default-f32");
     let model = package_model(&package).unwrap();
-    let decoders = [runtime::decoder(&model, Provider::Cpu).unwrap(), runtime::decoder_replica(&model, Provider::Cpu).unwrap()];
+    let decoders = [sessions::decoder(&model, Provider::Cpu).unwrap(), sessions::decoder_replica(&model, Provider::Cpu).unwrap()];
     let cfg = GenaiConfig::load(&package).unwrap();
     let tok = TextTokenizer::load(&root.join("fixtures/arith-tiny/hf")).unwrap();
     let atol = mobius_conformance::judge::tolerance::Tolerance::builtin(
@@ -390,9 +392,8 @@ fn cached_scoring_agrees_with_lm_evals_uncached_requests() {
     for file in ["cases/tasks/arith.yaml", "cases/tasks/arith-3shot.yaml"] {
         let loaded = task::load_items(&root, file, &tok, false).unwrap();
         let (task, items) = (&loaded.0, &loaded.1);
-        let score = |d: &[std::sync::Arc<runtime::Decoder>], s| {
-            eval::score(d, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size, s).unwrap().scored
-        };
+        let score =
+            |d: &[std::sync::Arc<Decoder>], s| eval::score(d, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size, s).unwrap().scored;
         let (cached, one, uncached) =
             (score(&decoders, Strategy::Cached), score(&decoders[..1], Strategy::Cached), score(&decoders[..1], Strategy::Uncached));
         assert_eq!(cached, one, "{file}: two workers score exactly as one");

@@ -17,7 +17,8 @@ use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::feed::package::package_model;
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::paths::workspace_root;
-use mobius_conformance::run::runtime::{self, Provider};
+use mobius_conformance::run::runtime::Provider;
+use mobius_conformance::run::sessions;
 use serde_json::Value;
 
 const TASKS: [(&str, &str, &str, usize); 4] = [
@@ -78,7 +79,7 @@ fn lm_evals_task_files_make_lm_evals_requests() {
 fn their_log_likelihoods_through_onnx_runtime_match_lm_evals() {
     // The qwen3-tiny fixture's f32 package against lm-eval's `hf` run of the same weights (float32, batch 1).
     let package = workspace_root().join("fixtures/qwen3-tiny/onnx/default-f32");
-    let decoder = runtime::decoder(&package_model(&package).unwrap(), Provider::Cpu).unwrap();
+    let decoder = sessions::decoder(&package_model(&package).unwrap(), Provider::Cpu).unwrap();
     let eos = GenaiConfig::load(&package).unwrap().eos_token_ids;
     let tok = TextTokenizer::load(&workspace_root().join("fixtures/tokenizer")).unwrap();
     let want = expected();

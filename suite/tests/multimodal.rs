@@ -9,8 +9,14 @@ use std::path::PathBuf;
 use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::numeric::compare;
 use mobius_conformance::paths::workspace_root;
-use mobius_conformance::run::generate::{self, Embedder, Front};
-use mobius_conformance::run::runtime::{self, Provider, TokenInput};
+use mobius_conformance::run::decoder::io::TokenInput;
+use mobius_conformance::run::encoder_session::Features;
+use mobius_conformance::run::encoders;
+use mobius_conformance::run::generate;
+use mobius_conformance::run::pipeline::Pipeline;
+use mobius_conformance::run::pipeline::multimodal::Embedder;
+use mobius_conformance::run::runtime::Provider;
+use mobius_conformance::run::sessions;
 
 const BOS: i64 = 2;
 const BOI: i64 = 4;
@@ -44,20 +50,20 @@ fn run(zero_image: bool, zero_audio: bool) -> Run {
     let pkg = package();
     let cfg = GenaiConfig::load(&pkg).unwrap();
     let (vision_c, speech_c, embed_c) = (cfg.vision.unwrap(), cfg.speech.unwrap(), cfg.embedding.unwrap());
-    let vision = runtime::encoder(&pkg.join(&vision_c.file), Provider::Cpu).unwrap();
-    let audio = runtime::encoder(&pkg.join(&speech_c.file), Provider::Cpu).unwrap();
-    let embedding = runtime::encoder(&pkg.join(&embed_c.file), Provider::Cpu).unwrap();
-    let decoder = runtime::decoder(&pkg.join(cfg.decoder_file.unwrap()), Provider::Cpu).unwrap();
+    let vision = sessions::encoder(&pkg.join(&vision_c.file), Provider::Cpu).unwrap();
+    let audio = sessions::encoder(&pkg.join(&speech_c.file), Provider::Cpu).unwrap();
+    let embedding = sessions::encoder(&pkg.join(&embed_c.file), Provider::Cpu).unwrap();
+    let decoder = sessions::decoder(&pkg.join(cfg.decoder_file.unwrap()), Provider::Cpu).unwrap();
     assert_eq!(decoder.io.token_input, TokenInput::Embeds { per_layer: true });
 
     // A 6x6 grid of 16-pixel patches (x, y order) and 48 mel frames.
     let pixels: Vec<u8> = lcg(36 * 768, 1).iter().map(|v| ((v + 1.0) * 127.5) as u8).collect();
     let positions: Vec<i64> = (0..6).flat_map(|y| (0..6).flat_map(move |x| [x, y])).collect();
-    let image = generate::encode_image(&vision, &vision_c, (&[1, 36, 768], &pixels), (&[1, 36, 2], &positions)).unwrap();
+    let image = encoders::encode_image(&vision, &vision_c, (&[1, 36, 768], &pixels), (&[1, 36, 2], &positions)).unwrap();
     let mel = lcg(48 * 128, 2);
-    let audio_f = generate::encode_audio(&audio, &speech_c, (&[1, 48, 128], &mel), (&[1, 48], &[true; 48])).unwrap();
+    let audio_f = encoders::encode_audio(&audio, &speech_c, (&[1, 48, 128], &mel), (&[1, 48], &[true; 48])).unwrap();
     let (n_img, n_aud, hidden) = (image.shape[0], audio_f.shape[0], image.shape[1]);
-    let zeroed = |f: generate::Features, zero: bool| if zero { f.zeroed() } else { f };
+    let zeroed = |f: Features, zero: bool| if zero { f.zeroed() } else { f };
     let mut ids = vec![BOS, 300, 301, BOI];
     ids.extend(std::iter::repeat_n(IMAGE, n_img as usize));
     ids.extend([EOI, 302, BOA]);
@@ -70,9 +76,9 @@ fn run(zero_image: bool, zero_audio: bool) -> Run {
         audio_features: Some(zeroed(audio_f, zero_audio)),
         hidden,
     };
-    let front = Front::Embedding(&embedder);
-    let g = generate::greedy(&decoder, &front, &ids, 8, &[], None, &[]).unwrap();
-    let last = generate::prefill(&decoder, &front, &ids).unwrap();
+    let pipeline = Pipeline::Multimodal(embedder);
+    let g = generate::greedy(&decoder, &pipeline, &ids, 8, &[], None, &[]).unwrap();
+    let last = generate::prefill(&decoder, &pipeline, &ids).unwrap();
     assert_eq!(last, g.prefill_logits, "prefill and the first generation step agree");
     Run { last, tokens: g.tokens }
 }
@@ -94,9 +100,9 @@ fn encoders_check_what_they_are_fed() {
     let pkg = package();
     let cfg = GenaiConfig::load(&pkg).unwrap();
     let vision_c = cfg.vision.unwrap();
-    let vision = runtime::encoder(&pkg.join(&vision_c.file), Provider::Cpu).unwrap();
+    let vision = sessions::encoder(&pkg.join(&vision_c.file), Provider::Cpu).unwrap();
     // 700 values per patch instead of 768: named, with both shapes, before ONNX Runtime sees it.
-    let e = generate::encode_image(&vision, &vision_c, (&[1, 36, 700], &vec![0u8; 36 * 700]), (&[1, 36, 2], &[0i64; 72])).unwrap_err();
+    let e = encoders::encode_image(&vision, &vision_c, (&[1, 36, 700], &vec![0u8; 36 * 700]), (&[1, 36, 2], &[0i64; 72])).unwrap_err();
     let e = e.to_string();
     assert!(e.contains("vision_encoder/model.onnx") && e.contains("pixel_values") && e.contains("700") && e.contains("768"), "{e}");
 }
@@ -192,7 +198,6 @@ mod component_trials {
 #[test]
 fn media_inputs_that_disagree_name_the_stored_file_and_both_shapes() {
     use mobius_conformance::feed::inputs::{Inputs, TensorData};
-    use mobius_conformance::run::pipeline::Pipeline;
     let file = "goldens/image-text-to-text/gemma4-mm-tiny.image.inputs.safetensors";
     let mut inputs = Inputs::from_safetensors(file, &std::fs::read(workspace_root().join(file)).unwrap()).unwrap();
     let positions = inputs.tensors.iter_mut().find(|t| t.name == "pixel_position_ids").expect("stored positions");
@@ -201,7 +206,7 @@ fn media_inputs_that_disagree_name_the_stored_file_and_both_shapes() {
     positions.shape[1] -= 1;
     let pkg = package();
     let cfg = GenaiConfig::load(&pkg).unwrap();
-    let decoder = runtime::decoder(&pkg.join(cfg.decoder_file.unwrap()), Provider::Cpu).unwrap();
+    let decoder = sessions::decoder(&pkg.join(cfg.decoder_file.unwrap()), Provider::Cpu).unwrap();
     let e = Pipeline::build(&pkg, &decoder, Provider::Cpu, &inputs, file).err().expect("refused").to_string();
     assert!(e.contains(file) && e.contains("`pixel_values`") && e.contains("`pixel_position_ids`"), "{e}");
 }

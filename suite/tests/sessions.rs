@@ -2,20 +2,20 @@
 //! the outcomes they reach with every session kept, sessions are dropped and made again, and no more are alive
 //! at once than the trials in flight hold.
 //!
-//! Its own test binary: the cap is read once per process, from `MOBIUS_MAX_SESSIONS`.
+//! Its own test binary: the cap is fixed once per process, from the run context (`MOBIUS_MAX_SESSIONS`).
 
 use std::collections::BTreeSet;
 
+use mobius_conformance::context::RunContext;
 use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::suite::Suite;
-use mobius_conformance::run::runtime::{self};
+use mobius_conformance::run::sessions;
 use mobius_conformance::trial;
 
 #[test]
 fn a_cap_of_one_session_drops_and_remakes_sessions_and_changes_no_outcome() {
-    // SAFETY: the only test of this binary, run before anything reads the environment on another thread.
-    unsafe { std::env::set_var("MOBIUS_MAX_SESSIONS", "1") };
+    let ctx = RunContext { max_sessions: 1, ..RunContext::local() };
     let suite = Suite::open(&workspace_root());
     let plan: Vec<_> = mobius_conformance::trial::matrix::plan(&suite)
         .into_iter()
@@ -29,11 +29,11 @@ fn a_cap_of_one_session_drops_and_remakes_sessions_and_changes_no_outcome() {
     let workers = 2;
     // Twice over: the second pass needs the sessions the first one's later trials pushed out.
     for pass in 0..2 {
-        for f in trial::run_parallel(&suite, &plan, &mobius_conformance::context::RunContext::local(), workers, |_| {}) {
+        for f in trial::run_parallel(&suite, &plan, &ctx, workers, |_| {}) {
             assert_eq!(f.outcome.status, Status::Pass, "pass {pass}, {}: {}", f.name, f.outcome.message);
         }
     }
-    let (counts, cap) = runtime::session_counts().expect("ONNX Runtime was loaded");
+    let (counts, cap) = sessions::session_counts().expect("ONNX Runtime was loaded");
     assert_eq!(cap, 1);
     assert!(counts.dropped > 0, "{counts:?}");
     assert!(counts.made > packages.len(), "sessions were made again after being dropped: {counts:?} for {} packages", packages.len());

@@ -10,9 +10,12 @@ use mobius_conformance::feed::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::numeric::{TopK, scan_row};
 use mobius_conformance::paths::workspace_root;
-use mobius_conformance::run::generate::{self, Features, Front, Suppress};
-use mobius_conformance::run::pipeline::Pipeline;
-use mobius_conformance::run::runtime::{self, Provider};
+use mobius_conformance::run::decoder::Decoder;
+use mobius_conformance::run::encoder_session::Features;
+use mobius_conformance::run::generate::{self, Suppress};
+use mobius_conformance::run::pipeline::{Pipeline, encoder_decoder};
+use mobius_conformance::run::runtime::Provider;
+use mobius_conformance::run::sessions;
 
 const SOT: i64 = 513;
 const NOTIMESTAMPS: i64 = 515;
@@ -26,13 +29,13 @@ fn stored_inputs() -> Inputs {
     Inputs::from_safetensors("whisper-tiny.inputs.safetensors", &std::fs::read(file).unwrap()).unwrap()
 }
 
-fn decoder(pkg: &Path) -> std::sync::Arc<runtime::Decoder> {
-    runtime::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu).unwrap()
+fn decoder(pkg: &Path) -> std::sync::Arc<Decoder> {
+    sessions::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu).unwrap()
 }
 
 fn states(pkg: &Path, inputs: &Inputs) -> Features {
     let cfg = GenaiConfig::load(pkg).unwrap();
-    mobius_conformance::run::speech::encode(pkg, &cfg, &decoder(pkg), Provider::Cpu, inputs, "inputs").unwrap()
+    encoder_decoder::encode(pkg, &cfg, &decoder(pkg), Provider::Cpu, inputs, "inputs").unwrap()
 }
 
 #[test]
@@ -46,8 +49,8 @@ fn the_decoder_names_come_from_the_package_and_the_audio_reaches_it() {
     let s = states(&pkg, &inputs);
     assert_eq!(s.shape, [1, 200, 32], "4 s of audio: 400 frames, 200 encoder positions");
     let prompt = [SOT, NOTIMESTAMPS];
-    let with = generate::prefill(&d, &Front::CrossAttention(&s), &prompt).unwrap();
-    let zeroed = generate::prefill(&d, &Front::CrossAttention(&s.zeroed()), &prompt).unwrap();
+    let with = generate::prefill(&d, &Pipeline::EncoderDecoder(s.clone()), &prompt).unwrap();
+    let zeroed = generate::prefill(&d, &Pipeline::EncoderDecoder(s.zeroed()), &prompt).unwrap();
     let moved = with.iter().zip(&zeroed).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     assert!(moved > 1.0, "zeroing the encoder states must move the logits: max |diff| {moved}");
 }
@@ -57,12 +60,12 @@ fn the_warm_cache_gives_what_a_fresh_prefill_of_the_whole_stream_gives() {
     let pkg = package();
     let d = decoder(&pkg);
     let s = states(&pkg, &stored_inputs());
-    let front = Front::CrossAttention(&s);
+    let pipeline = Pipeline::EncoderDecoder(s);
     let prompt = [SOT, NOTIMESTAMPS];
     // Every step watches the whole vocabulary: its logits, as the cached decode computed them.
     let all: Vec<i64> = (0..516).collect();
     let watch = vec![all.as_slice(); 6];
-    let g = generate::greedy(&d, &front, &prompt, 6, &[], None, &watch).unwrap();
+    let g = generate::greedy(&d, &pipeline, &prompt, 6, &[], None, &watch).unwrap();
     assert_eq!(g.steps.len(), 6);
     // Each step's logits, from the cache, against a prefill of the prompt and every token fed before it.
     let mut seq = prompt.to_vec();
@@ -70,7 +73,7 @@ fn the_warm_cache_gives_what_a_fresh_prefill_of_the_whole_stream_gives() {
         if i > 0 {
             seq.push(g.tokens[i - 1]);
         }
-        let fresh = generate::prefill(&d, &front, &seq).unwrap();
+        let fresh = generate::prefill(&d, &pipeline, &seq).unwrap();
         let diff = fresh.iter().zip(&step.watched).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(diff < 1e-4, "step {i}: cached and fresh logits differ by {diff}");
         assert_eq!(Suppress::default().choose(&fresh, i, None) as i64, step.chosen, "step {i}");
@@ -121,17 +124,17 @@ fn a_decoder_fed_wrong_says_what_it_needs() {
     let pkg = package();
     let d = decoder(&pkg);
     // No encoder states for a decoder that reads them.
-    let e = generate::prefill(&d, &Front::Ids, &[SOT]).unwrap_err().to_string();
+    let e = generate::prefill(&d, &Pipeline::Text, &[SOT]).unwrap_err().to_string();
     assert!(e.contains("takes `encoder_hidden_states`, its encoder's states, and none were given"), "{e}");
-    let e = generate::greedy(&d, &Front::Ids, &[SOT], 2, &[], None, &[]).unwrap_err().to_string();
+    let e = generate::greedy(&d, &Pipeline::Text, &[SOT], 2, &[], None, &[]).unwrap_err().to_string();
     assert!(e.contains("none were given"), "{e}");
     // States of another width than the decoder's.
     let narrow = Features { shape: vec![1, 200, 16], data: vec![0.0; 200 * 16] };
-    let e = generate::prefill(&d, &Front::CrossAttention(&narrow), &[SOT]).unwrap_err().to_string();
+    let e = generate::prefill(&d, &Pipeline::EncoderDecoder(narrow.clone()), &[SOT]).unwrap_err().to_string();
     assert!(e.contains("the encoder's states are [1, 200, 16], but input `encoder_hidden_states` is declared"), "{e}");
     // States for a decoder-only model.
-    let text = runtime::decoder(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32/model.onnx"), Provider::Cpu).unwrap();
-    let e = generate::prefill(&text, &Front::CrossAttention(&narrow), &[2]).unwrap_err().to_string();
+    let text = sessions::decoder(&workspace_root().join("fixtures/qwen3-tiny/onnx/cpu-f32/model.onnx"), Provider::Cpu).unwrap();
+    let e = generate::prefill(&text, &Pipeline::EncoderDecoder(narrow), &[2]).unwrap_err().to_string();
     assert!(e.contains("encoder states were given, but the decoder takes no `encoder_hidden_states`"), "{e}");
 }
 
@@ -163,7 +166,7 @@ fn a_package_without_its_encoder_or_with_wrong_features_fails_naming_them() {
     assert!(e.contains("names no `model.encoder` and there is no encoder/model.onnx"), "{e}");
     // No genai_config.json at all: the decoder's cross-attention input cannot be fed.
     std::fs::remove_file(pkg.join("genai_config.json")).unwrap();
-    let e = runtime::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu)
+    let e = sessions::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu)
         .and_then(|d| Pipeline::build(&pkg, &d, Provider::Cpu, &inputs, "x.inputs.safetensors"))
         .err()
         .unwrap()
@@ -187,7 +190,7 @@ fn a_model_file_onnx_runtime_will_not_load_is_the_packages_refusal_and_a_missing
     let f = o.failure.as_deref().expect("a refusal is a failure with its kind");
     assert_eq!((f.kind, f.refusal.as_deref()), (FailureKind::Refused, Some(e.message())));
     // A file that is not there is the set-up's error, never the package's verdict.
-    let e = runtime::encoder(&pkg.join("encoder/absent.onnx"), Provider::Cpu).err().unwrap();
+    let e = sessions::encoder(&pkg.join("encoder/absent.onnx"), Provider::Cpu).err().unwrap();
     assert!(!e.is_refusal() && e.to_string().contains("absent.onnx: no such model file"), "{e}");
     assert!(Outcome::from_error("t", &e).failure.is_none());
 }

@@ -23,10 +23,12 @@ use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::case::{Case, SpeechTask};
 use mobius_conformance::plan::discovery::{self, Found};
 use mobius_conformance::plan::suite::{Suite, TrialSpec};
+use mobius_conformance::run::decoder::{Decoder, StepInput};
 use mobius_conformance::run::genai;
-use mobius_conformance::run::generate::{self, Front, Suppress};
+use mobius_conformance::run::generate::{self, Suppress};
 use mobius_conformance::run::pipeline::Pipeline;
-use mobius_conformance::run::runtime::{self, Provider, StepInput};
+use mobius_conformance::run::runtime::{self, Provider};
+use mobius_conformance::run::{sessions, timing};
 use mobius_conformance::trial;
 use mobius_conformance::vocab::{Dtype, Ep, Modality};
 use serde_json::{Value, json};
@@ -159,7 +161,7 @@ pub struct SuiteDecode {
 /// The suite's own greedy loop (`generate::greedy`, the one L5 trials run) on one package: `tokens` new tokens
 /// after `prompt`, no EOS stop; the session is made and warmed first, as the suite shares it across trials.
 pub struct DecodeLoop {
-    decoder: std::sync::Arc<runtime::Decoder>,
+    decoder: std::sync::Arc<Decoder>,
     prompt: Vec<i64>,
     tokens: usize,
     pub ids: Vec<i64>,
@@ -168,16 +170,18 @@ pub struct DecodeLoop {
 impl DecodeLoop {
     pub fn new(package: &Path, prompt: &[i64], tokens: usize, provider: Provider) -> Result<DecodeLoop, String> {
         let model = package_model(package).map_err(|e| e.to_string())?;
-        let decoder = runtime::decoder(&model, provider).map_err(|e| e.to_string())?;
+        let decoder = sessions::decoder(&model, provider).map_err(|e| e.to_string())?;
         let mut l = DecodeLoop { decoder, prompt: prompt.to_vec(), tokens, ids: Vec::new() };
-        l.ids = generate::greedy(&l.decoder, &Front::Ids, &l.prompt, tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen();
+        l.ids = generate::greedy(&l.decoder, &Pipeline::Text, &l.prompt, tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen();
         Ok(l)
     }
 
     /// One timed run.
     pub fn run(&self) -> Result<LoopRun, String> {
         let (run, ids) = LoopRun::time(self.tokens, || {
-            Ok(generate::greedy(&self.decoder, &Front::Ids, &self.prompt, self.tokens, &[], None, &[]).map_err(|e| e.to_string())?.chosen())
+            Ok(generate::greedy(&self.decoder, &Pipeline::Text, &self.prompt, self.tokens, &[], None, &[])
+                .map_err(|e| e.to_string())?
+                .chosen())
         })?;
         if ids != self.ids {
             return Err(format!("{}: the greedy tokens changed between runs", self.decoder.model.display()));
@@ -200,11 +204,11 @@ pub struct LoopRun {
 impl LoopRun {
     /// Times `greedy`, a loop making `tokens` tokens on this thread, and returns what it returned.
     fn time<T>(tokens: usize, greedy: impl FnOnce() -> Result<T, String>) -> Result<(LoopRun, T), String> {
-        let (t0, r0) = (Instant::now(), runtime::run_seconds());
-        runtime::record_run_ends();
+        let (t0, r0) = (Instant::now(), timing::run_seconds());
+        timing::record_run_ends();
         let out = greedy();
-        let ends = runtime::take_run_ends();
-        let (wall, inside) = (t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0);
+        let ends = timing::take_run_ends();
+        let (wall, inside) = (t0.elapsed().as_secs_f64(), timing::run_seconds() - r0);
         Ok((LoopRun::of(tokens, wall, inside, &ends), out?))
     }
 
@@ -229,7 +233,7 @@ fn step_rate(steps: &[f64]) -> f64 {
 /// values fed back as the next step's past, the last row's argmax, nothing else (no IoBinding, no checks): the peer
 /// the suite's own loop is held to.
 pub struct OrtOnlyLoop {
-    decoder: std::sync::Arc<runtime::Decoder>,
+    decoder: std::sync::Arc<Decoder>,
     prompt: Vec<i64>,
     tokens: usize,
 }
@@ -237,7 +241,7 @@ pub struct OrtOnlyLoop {
 impl OrtOnlyLoop {
     pub fn new(package: &Path, prompt: &[i64], tokens: usize, provider: Provider) -> Result<OrtOnlyLoop, String> {
         let model = package_model(package).map_err(|e| e.to_string())?;
-        let decoder = runtime::decoder(&model, provider).map_err(|e| e.to_string())?;
+        let decoder = sessions::decoder(&model, provider).map_err(|e| e.to_string())?;
         Ok(OrtOnlyLoop { decoder, prompt: prompt.to_vec(), tokens })
     }
 
@@ -273,7 +277,7 @@ pub fn synthetic(len: usize, vocab: i64, bos: i64) -> Vec<i64> {
 
 pub fn suite_prefill(package: &Path, ids: &[i64], repeats: usize, provider: Provider) -> Result<Stats, String> {
     let model = package_model(package).map_err(|e| e.to_string())?;
-    let decoder = runtime::decoder(&model, provider).map_err(|e| e.to_string())?;
+    let decoder = sessions::decoder(&model, provider).map_err(|e| e.to_string())?;
     let run = || -> Result<f64, String> {
         let empty = decoder.new_cache().map_err(|e| e.to_string())?;
         let t0 = Instant::now();
@@ -290,7 +294,7 @@ fn suite_gate(tasks: &[&str], repeats: usize) -> Result<(Stats, usize), String> 
     let tok = TextTokenizer::load(&root.join("fixtures/arith-tiny/hf")).map_err(|e| e.to_string())?;
     let package = root.join("fixtures/arith-tiny/onnx/default-f32");
     let model = package_model(&package).map_err(|e| e.to_string())?;
-    let decoder = runtime::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
+    let decoder = sessions::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
     let cfg = GenaiConfig::load(&package).map_err(|e| e.to_string())?;
     let loaded: Vec<_> = tasks
         .iter()
@@ -490,7 +494,7 @@ impl Timed {
 fn time_trials(root: &Path, threads: usize) -> Timed {
     let suite = Suite::open(root);
     let plan = tiny_plan(&suite);
-    let engines = || (runtime::run_seconds(), runtime::load_seconds(), genai::run_seconds());
+    let engines = || (timing::run_seconds(), timing::load_seconds(), genai::run_seconds());
     let (r0, l0, g0) = engines();
     // One worker is one thread: the gates' items are not shared out over sessions of their own either.
     let ctx = RunContext { gate_sessions: (threads == 1).then_some(1), ..bench_context() };
@@ -872,7 +876,7 @@ fn real_section(o: &Options, table: &mut Vec<String>) -> Result<Vec<Value>, Stri
         let size = dir_mb(&pkg);
         let before = rss_mb();
         let t0 = Instant::now();
-        let decoder = runtime::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
+        let decoder = sessions::decoder(&model, Provider::Cpu).map_err(|e| e.to_string())?;
         let load = t0.elapsed().as_secs_f64();
         let added = rss_mb() - before;
         drop(decoder);
@@ -985,11 +989,11 @@ fn gate_real(root: &Path, table: &mut Vec<String>) -> Result<Vec<Value>, String>
         let model_file = package_model(&pkg).map_err(|e| e.to_string())?;
         let loaded = task::load_items(&workspace_root(), "cases/tasks/knowledge.yaml", &tok, false).map_err(|e| e.to_string())?;
         let (task, items) = (&loaded.0, &loaded.1);
-        let mut decoders = vec![runtime::decoder(&model_file, Provider::Cpu).map_err(|e| e.to_string())?];
+        let mut decoders = vec![sessions::decoder(&model_file, Provider::Cpu).map_err(|e| e.to_string())?];
         for _ in 1..cores {
-            decoders.push(runtime::decoder_replica(&model_file, Provider::Cpu).map_err(|e| e.to_string())?);
+            decoders.push(sessions::decoder_replica(&model_file, Provider::Cpu).map_err(|e| e.to_string())?);
         }
-        let time = |d: &[std::sync::Arc<runtime::Decoder>], s: Strategy| -> Result<(f64, Vec<Option<usize>>), String> {
+        let time = |d: &[std::sync::Arc<Decoder>], s: Strategy| -> Result<(f64, Vec<Option<usize>>), String> {
             settle();
             let t0 = Instant::now();
             let scored = eval::score(d, task, items, &tok, &cfg.eos_token_ids, cfg.vocab_size, s).map_err(|e| e.to_string())?;
@@ -1215,7 +1219,7 @@ fn flac_duration(head: &[u8; 26]) -> Option<f64> {
 /// EOS. Sessions are made before any run is timed, as the suite shares them across trials.
 struct SuiteSpeech {
     package: PathBuf,
-    decoder: std::sync::Arc<runtime::Decoder>,
+    decoder: std::sync::Arc<Decoder>,
     suppress: Suppress,
     eos: Vec<i64>,
     max_new: usize,
@@ -1224,7 +1228,7 @@ struct SuiteSpeech {
 impl SuiteSpeech {
     fn new(m: &SpeechModel) -> Result<SuiteSpeech, String> {
         let err = |e: mobius_conformance::error::Error| e.to_string();
-        let decoder = runtime::decoder(&package_model(&m.package).map_err(err)?, Provider::Cpu).map_err(err)?;
+        let decoder = sessions::decoder(&package_model(&m.package).map_err(err)?, Provider::Cpu).map_err(err)?;
         let g = GenerationConfig::load(&m.generation, &format!("{} (the bench's speech section)", m.file)).map_err(err)?;
         let eos = match m.eos {
             Some(e) => vec![e],
@@ -1238,12 +1242,12 @@ impl SuiteSpeech {
     /// run calls, and the tokens chosen, EOS included.
     fn run(&self, clip: &LoadedClip) -> Result<(f64, f64, Vec<i64>), String> {
         let err = |e: mobius_conformance::error::Error| e.to_string();
-        let (t0, r0) = (Instant::now(), runtime::run_seconds());
+        let (t0, r0) = (Instant::now(), timing::run_seconds());
         let pipeline = Pipeline::build(&self.package, &self.decoder, Provider::Cpu, &clip.inputs, &clip.file).map_err(err)?;
-        let front = pipeline.front();
         let prefix = clip.inputs.input_ids();
-        let run = generate::greedy_with(&self.decoder, &front, prefix, self.max_new, &self.eos, None, &[], &self.suppress).map_err(err)?;
-        Ok((t0.elapsed().as_secs_f64(), runtime::run_seconds() - r0, run.chosen()))
+        let run =
+            generate::greedy_with(&self.decoder, &pipeline, prefix, self.max_new, &self.eos, None, &[], &self.suppress).map_err(err)?;
+        Ok((t0.elapsed().as_secs_f64(), timing::run_seconds() - r0, run.chosen()))
     }
 }
 
@@ -1426,6 +1430,9 @@ fn speech_section(o: &Options, table: &mut Vec<String>, failures: &mut Vec<Strin
 
 pub fn bench(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
+    // The sections make sessions of their own before any trial runs: the environment's runtime settings (threads,
+    // session cap, the device's build) are fixed first, from the run context read here once.
+    runtime::configure(&RunContext::from_env().map_err(|e| e.to_string())?);
     let reps = o.repeats.to_string();
     let mut table: Vec<String> = Vec::new();
     let mut report = serde_json::Map::new();
@@ -1561,7 +1568,7 @@ pub fn bench(args: &[String]) -> Result<(), String> {
     let rss = peak_rss_mb();
     table.push(format!("peak resident memory of the suite process: {rss:.0} MB"));
     report.insert("peak_rss_mb".into(), json!(rss));
-    if let Some((c, cap)) = runtime::session_counts() {
+    if let Some((c, cap)) = sessions::session_counts() {
         table.push(format!(
             "sessions: {} made, {} dropped to stay under the cap of {cap} (MOBIUS_MAX_SESSIONS), at most {} alive at once",
             c.made, c.dropped, c.peak_alive

@@ -17,7 +17,7 @@ use crate::bench::{Stats, package, peak_rss_mb, prompt_ids, suite_decode, suite_
 
 pub fn gpu_check(args: &[String]) -> Result<(), String> {
     let device = match args {
-        [] => Device::from_env().ok().filter(|d| *d != Device::Cpu).unwrap_or(Device::Cuda { id: 0 }),
+        [] => RunContext::from_env().ok().map(|c| c.device).filter(|d| *d != Device::Cpu).unwrap_or(Device::Cuda { id: 0 }),
         [flag, d] if flag == "--device" => Device::parse(d).ok_or_else(|| format!("--device {d:?}: expected cuda or cuda:<id>"))?,
         other => return Err(format!("gpu-check: unexpected arguments {other:?}; usage: cargo xtask gpu-check [--device cuda:<id>]")),
     };

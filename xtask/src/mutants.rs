@@ -934,7 +934,7 @@ fn part_file(package: &Path, part: Part) -> Result<PathBuf, String> {
         Part::Speech => component(GenaiConfig::load(package).map_err(|e| e.to_string())?.speech, "speech"),
         Part::Encoder => {
             let cfg = GenaiConfig::load(package).map_err(|e| e.to_string())?;
-            Ok(package.join(mobius_conformance::run::speech::encoder_component(&cfg).file))
+            Ok(package.join(mobius_conformance::run::encoders::encoder_component(&cfg).file))
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::finite::{self, ExpectedVocab, NonFinite, VocabMismatch};
 use crate::numeric::argmax;
-use crate::run::runtime::{Decoder, StepInput, StepOutput};
+use crate::run::decoder::{Decoder, StepInput, StepOutput};
 
 /// What scoring a task gave: every item's score, or the item where the package's logits could no longer be judged
 /// (scoring stops there: nothing after it can be).

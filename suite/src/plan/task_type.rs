@@ -30,7 +30,7 @@ pub const TASK_TYPES: &[(&str, Support)] = &[
     ("depth-estimation", Support::Unsupported(DENSE)),
     ("image-to-image", Support::Unsupported(DENSE)),
     ("seq2seq", Support::Unsupported(SEQ2SEQ)),
-    // Whisper-style encoder + decoder packages: the encoder-decoder pipeline (`run::speech`).
+    // Whisper-style encoder + decoder packages: the encoder-decoder pipeline (`run::pipeline::encoder_decoder`).
     ("speech-to-text", Support::Runs),
     ("image-to-text", Support::Unsupported(SEQ2SEQ)),
     ("audio-to-audio", Support::Unsupported(AUDIO_OUT)),

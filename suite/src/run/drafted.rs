@@ -17,8 +17,9 @@
 
 use crate::error::{Result, bail};
 use crate::numeric::Step;
-use crate::run::generate::{self, Front, Generated, Suppress};
-use crate::run::runtime::{Decoder, StepInput};
+use crate::run::decoder::{Decoder, StepInput};
+use crate::run::generate::{self, Generated, Suppress};
+use crate::run::pipeline::Pipeline;
 
 /// A drafted run: the package's greedy tokens, as [`generate::greedy_with`] keeps them, and how many forward calls
 /// they took.
@@ -30,21 +31,21 @@ pub struct Drafted {
 
 /// Greedy decoding from `prompt`, up to `max_new_tokens`, stopping after an EOS token (kept) or at the first step whose
 /// logits are not all finite (kept; the caller reports it), never choosing what `suppress` bans; `draft` is what the
-/// output is expected to be. Token-id decoders only (decoder-only or encoder-decoder): an embedding front is refused.
+/// output is expected to be. Token-id decoders only (decoder-only or encoder-decoder): an embedding pipeline is refused.
 pub fn greedy_drafted(
     decoder: &Decoder,
-    front: &Front,
+    pipeline: &Pipeline,
     prompt: &[i64],
     max_new_tokens: usize,
     eos: &[i64],
     suppress: &Suppress,
     draft: &[i64],
 ) -> Result<Drafted> {
-    if let Front::Embedding(_) = front {
+    if !pipeline.feeds_ids() {
         bail!("{}: drafted greedy decoding feeds token ids; this package's decoder takes embeddings", decoder.model.display());
     }
     generate::check_budget(max_new_tokens)?;
-    let mut cache = decoder.new_cache_with(front.context())?;
+    let mut cache = decoder.new_cache_with(pipeline.context())?;
     // The tokens the cache does not hold yet: the prompt, then the last token chosen.
     let mut pending = prompt.to_vec();
     let (mut steps, mut chosen): (Vec<Step>, Vec<i64>) = (Vec::new(), Vec::new());

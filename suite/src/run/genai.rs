@@ -113,7 +113,7 @@ static API: OnceLock<std::result::Result<Api, Error>> = OnceLock::new();
 static GENAI_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Seconds this process has spent inside onnxruntime-genai so far (summed over threads; its own ONNX Runtime
-/// sessions included, which [`crate::run::runtime::run_seconds`] does not count).
+/// sessions included, which [`crate::run::timing::run_seconds`] does not count).
 pub fn run_seconds() -> f64 {
     GENAI_NANOS.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9
 }

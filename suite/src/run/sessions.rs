@@ -9,9 +9,75 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, OnceLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::error::Error;
+use crate::error::{Result, bail};
+use crate::run::decoder::Decoder;
+use crate::run::encoder_session::Encoder;
+use crate::run::runtime::{self, Provider};
+
+/// A decoder session, shared: `Session::run` needs `&mut`, so callers take turns.
+pub fn decoder(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
+    match shared(model, provider, || Ok(Loaded::Decoder(Arc::new(Decoder::load(model, provider)?))))? {
+        Loaded::Decoder(d) => Ok(d),
+        Loaded::Encoder(_) => bail!("{}: already loaded as an encoder, not a decoder", model.display()),
+    }
+}
+
+/// A decoder session of its own, outside the shared cache (dropped with the last handle): a second worker's, so two
+/// threads can run the same model at once (`Session::run` takes `&mut`). Same options, so the same results.
+pub fn decoder_replica(model: &Path, provider: Provider) -> Result<Arc<Decoder>> {
+    Ok(Arc::new(Decoder::load(model, provider)?))
+}
+
+/// Any other session of a package (embedding, vision or audio encoder), shared like decoders.
+pub fn encoder(model: &Path, provider: Provider) -> Result<Arc<Encoder>> {
+    match shared(model, provider, || Ok(Loaded::Encoder(Arc::new(Encoder::load(model, provider)?))))? {
+        Loaded::Encoder(e) => Ok(e),
+        Loaded::Decoder(_) => bail!("{}: already loaded as a decoder, not an encoder", model.display()),
+    }
+}
+
+/// How this process's session cache has been used so far, and its cap (`MOBIUS_MAX_SESSIONS`); `None` before
+/// ONNX Runtime is loaded.
+pub fn session_counts() -> Option<(Counts, usize)> {
+    runtime::loaded_library()?;
+    let cache = process_cache().lock().unwrap_or_else(|p| p.into_inner());
+    Some((cache.counts(), cache.cap()))
+}
+
+/// A loaded session of either kind (a model file is one or the other).
+#[derive(Clone)]
+enum Loaded {
+    Decoder(Arc<Decoder>),
+    Encoder(Arc<Encoder>),
+}
+
+impl Shared for Loaded {
+    fn in_use(&self) -> bool {
+        match self {
+            Loaded::Decoder(d) => d.in_use(),
+            Loaded::Encoder(e) => e.in_use(),
+        }
+    }
+}
+
+/// The process's cache, with the cap its settings give.
+fn process_cache() -> &'static Mutex<SessionCache<(PathBuf, Provider), Loaded>> {
+    static CACHE: OnceLock<Mutex<SessionCache<(PathBuf, Provider), Loaded>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(SessionCache::new(runtime::settings().max_sessions)))
+}
+
+/// The shared session of `model` on `provider`, made by `make` the first time anyone asks (or again after the
+/// cache dropped it to stay under its cap). ONNX Runtime is loaded first: a library that will not load is never a
+/// model's error.
+fn shared(model: &Path, provider: Provider, make: impl FnOnce() -> Result<Loaded>) -> Result<Loaded> {
+    runtime::load()?;
+    let (cell, dropped) = process_cache().lock().unwrap_or_else(|p| p.into_inner()).cell(&(model.to_path_buf(), provider));
+    drop(dropped);
+    cell.get_or_init(make).clone()
+}
 
 /// What the cache holds: a value that can tell whether anyone besides the cache holds it.
 pub trait Shared: Clone {
@@ -25,22 +91,7 @@ impl<T> Shared for Arc<T> {
 }
 
 /// A value made once, on first use; later users wait for it and share it (or its error).
-pub type Cell<V> = Arc<OnceLock<Result<V, Error>>>;
-
-/// The cap from `MOBIUS_MAX_SESSIONS`, else 64: room for every package of a large case set, bounded all the same.
-pub fn cap_from_env() -> Result<usize, Error> {
-    parse_cap(std::env::var("MOBIUS_MAX_SESSIONS").ok().as_deref())
-}
-
-/// `MOBIUS_MAX_SESSIONS`: unset means 64; a whole number >= 1 is the cap; anything else is an error naming the
-/// setting (a typo must not quietly run with another cap).
-pub fn parse_cap(value: Option<&str>) -> Result<usize, Error> {
-    match value.map(|v| (v, v.trim().parse::<usize>())) {
-        None => Ok(64),
-        Some((_, Ok(n))) if n > 0 => Ok(n),
-        Some((v, _)) => Err(Error::new(format!("MOBIUS_MAX_SESSIONS={v:?}: expected a whole number of sessions, at least 1"))),
-    }
-}
+pub type Cell<V> = Arc<OnceLock<Result<V>>>;
 
 /// How the cache has been used: sessions made, dropped to stay under the cap, and the most alive at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -119,15 +170,6 @@ mod tests {
     fn filled(cache: &mut SessionCache<&'static str, Arc<u32>>, key: &'static str, v: u32) -> Arc<u32> {
         let (cell, _) = cache.cell(&key);
         cell.get_or_init(|| Ok(Arc::new(v))).clone().unwrap()
-    }
-
-    #[test]
-    fn the_cap_setting_is_a_positive_number_or_an_error_naming_it() {
-        assert_eq!(parse_cap(None).unwrap(), 64);
-        assert_eq!(parse_cap(Some(" 3 ")).unwrap(), 3);
-        for bad in ["0", "-2", "lots", ""] {
-            assert!(parse_cap(Some(bad)).unwrap_err().to_string().contains("MOBIUS_MAX_SESSIONS"), "{bad}");
-        }
     }
 
     #[test]

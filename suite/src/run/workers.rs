@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::run::runtime::{self, Decoder, Provider};
+use crate::run::decoder::Decoder;
+use crate::run::runtime::Provider;
+use crate::run::sessions;
 
 /// `decoder` and replicas of it (sessions of their own, same options): `sessions` of them, else one a core up to
 /// four; never more than there are items.
@@ -14,7 +16,7 @@ pub fn decoders(decoder: &Arc<Decoder>, items: usize, provider: Provider, sessio
     let n = sessions.unwrap_or_else(cores).max(1).min(items.max(1));
     let mut all = vec![decoder.clone()];
     for _ in 1..n {
-        all.push(runtime::decoder_replica(&decoder.model, provider)?);
+        all.push(sessions::decoder_replica(&decoder.model, provider)?);
     }
     Ok(all)
 }

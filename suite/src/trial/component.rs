@@ -6,9 +6,9 @@ use crate::feed::inputs::Inputs;
 use crate::level::encoder::judge::{self, ComponentOutputs, Judged, ReferenceFeatures};
 use crate::level::encoder::render;
 use crate::outcome::Outcome;
+use crate::run::decoder::Decoder;
 use crate::run::generate;
 use crate::run::pipeline::Pipeline;
-use crate::run::runtime::Decoder;
 
 impl Trial<'_> {
     pub(super) fn run_component(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
@@ -26,7 +26,7 @@ impl Trial<'_> {
         let encoder = crate::level::encoder::of(self.level).ok_or_else(|| Error::new(format!("{}: not an encoder level", self.level)))?;
         let tensor = encoder.features;
         let want = ReferenceFeatures::read(&features, tensor, golden_file)?;
-        let prefill = |pl: &Pipeline| generate::prefill(decoder, &pl.front(), p.inputs.input_ids());
+        let prefill = |pl: &Pipeline| generate::prefill(decoder, pl, p.inputs.input_ids());
         let run = pipeline.component_outputs(encoder.media, encoder.component, prefill)?;
         let got = ComponentOutputs { shape: &run.shape, features: &run.features, with: &run.with, zeroed: &run.zeroed };
         let r = judge::judge(encoder.component, encoder.features, &got, &want, &p.tol);

@@ -17,6 +17,7 @@ use crate::level::dist::stats;
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::paths;
 use crate::plan::case::Distribution;
+use crate::run::generate;
 use crate::run::pipeline::Pipeline;
 
 impl Trial<'_> {
@@ -82,11 +83,9 @@ impl Trial<'_> {
                 }
                 (None, None) => unreachable!("a text pipeline or a speech feed"),
             };
-            let front = pipeline.front();
-            let past = decoder.new_cache_with(front.context())?;
             let per = golden.per_chunk(c);
             // The logits of positions first .. len-1; the last one predicts past the segment and is not scored.
-            let (out, _) = decoder.forward(front.input(chunk, true)?, &past, per + 1)?;
+            let out = generate::prefill_rows(&decoder, pipeline, chunk, per + 1)?;
             let place = |r: usize| format!("{golden_file}: {segment}, position {}", first + r);
             // Every row of one run has the run's vocabulary: checked once.
             if let Some(v) = expected.check(out.vocab) {

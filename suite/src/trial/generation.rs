@@ -13,9 +13,9 @@ use crate::judge::verdict::{self, Verdict};
 use crate::level::generation::judged::{self, Judged};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::report::{self, snapshot};
+use crate::run::decoder::Decoder;
 use crate::run::generate::{self, Suppress};
 use crate::run::pipeline::Pipeline;
-use crate::run::runtime::Decoder;
 
 impl Trial<'_> {
     pub(super) fn run_generation(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
@@ -39,14 +39,13 @@ impl Trial<'_> {
                 self.case.file
             )));
         }
-        let front = pipeline.front();
         let eos = self.eos_ids(&p.package)?;
         let max_new = self.max_new(Some(&golden));
         // Each step keeps the package's logits at the reference's stored ids for that step.
         let watch: Vec<&[i64]> = golden.steps.iter().map(|s| s.ids.as_slice()).collect();
-        let suppress = if pipeline.is_speech() { self.suppression(&p.package)? } else { Suppress::default() };
+        let suppress = if pipeline.suppresses_tokens() { self.suppression(&p.package)? } else { Suppress::default() };
         let run =
-            |forced: Option<&[i64]>| generate::greedy_with(decoder, &front, inputs.input_ids(), max_new, &eos, forced, &watch, &suppress);
+            |forced: Option<&[i64]>| generate::greedy_with(decoder, pipeline, inputs.input_ids(), max_new, &eos, forced, &watch, &suppress);
         let free = run(None)?;
         let place = decoder.model.display().to_string();
         let largest_id = golden.steps.iter().flat_map(|s| s.ids.iter().copied()).chain(golden.generated_tokens.iter().copied()).max();

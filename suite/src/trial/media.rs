@@ -20,10 +20,11 @@ use crate::outcome::{Failure, FailureKind};
 use crate::outcome::{Outcome, Status};
 use crate::paths;
 use crate::plan::case::SpeechTask;
+use crate::run::decoder::Decoder;
 use crate::run::drafted;
 use crate::run::generate::{self, Suppress};
 use crate::run::pipeline::Pipeline;
-use crate::run::runtime::{Decoder, Provider};
+use crate::run::runtime::Provider;
 use crate::vocab::Level;
 
 /// A task and its items, loaded once per process (every variant's trial reads the same documents).
@@ -214,10 +215,10 @@ impl Trial<'_> {
         let what = format!("document {}", item.doc);
         let inputs = feed.inputs(item, &what)?;
         let pipeline = Pipeline::build(package, decoder, provider, &inputs, &what)?;
-        let (front, prompt) = (pipeline.front(), inputs.input_ids());
+        let prompt = inputs.input_ids();
         let g = match draft {
-            Some(draft) => drafted::greedy_drafted(decoder, &front, prompt, max_new_tokens, eos, &feed.suppress, draft)?.generated,
-            None => generate::greedy_with(decoder, &front, prompt, max_new_tokens, eos, None, &[], &feed.suppress)?,
+            Some(draft) => drafted::greedy_drafted(decoder, &pipeline, prompt, max_new_tokens, eos, &feed.suppress, draft)?.generated,
+            None => generate::greedy_with(decoder, &pipeline, prompt, max_new_tokens, eos, None, &[], &feed.suppress)?,
         };
         if let Some(nf) = g.steps.iter().position(|s| s.non_finite.is_some()) {
             return Ok(Err(nf));

@@ -76,7 +76,7 @@ pub fn guarded(name: &str, trial: impl FnOnce() -> Outcome) -> Outcome {
 
 /// Runs one trial to its outcome. Never panics on bad input: every error becomes a failure naming its source.
 pub fn run(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
-    runtime::use_device(ctx.device);
+    runtime::configure(ctx);
     match &spec.kind {
         TrialKind::Broken(b) => Outcome::fail(format!("{}: the case does not load:\n  {}", spec.name, b.error)),
         TrialKind::Conformance { case, modality, variant, level } => {

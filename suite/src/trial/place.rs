@@ -13,7 +13,9 @@ use crate::paths;
 use crate::plan::case::Location;
 use crate::plan::corpus;
 use crate::report;
+use crate::run::decoder::Decoder;
 use crate::run::runtime::{self, Provider};
+use crate::run::sessions;
 use crate::vocab::Dtype;
 
 impl Trial<'_> {
@@ -117,10 +119,10 @@ impl Trial<'_> {
     }
 
     /// The package's decoder session, or a skip naming the node when the CPU EP cannot run a half-precision build.
-    pub(super) fn decoder(&self, package: &Path, provider: Provider) -> Result<std::result::Result<Arc<runtime::Decoder>, Outcome>> {
+    pub(super) fn decoder(&self, package: &Path, provider: Provider) -> Result<std::result::Result<Arc<Decoder>, Outcome>> {
         let model = crate::feed::package::package_model(package)
             .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
-        match runtime::decoder(&model, provider) {
+        match sessions::decoder(&model, provider) {
             Ok(d) => Ok(Ok(d)),
             // A half-precision build the CPU EP has no kernels for (bf16 MatMul, ...) cannot run here: say which
             // node, and where it runs. A float32 or int4 build missing a kernel is a broken package: it fails.

@@ -8,21 +8,20 @@ use crate::judge::verdict::{self, Verdict};
 use crate::level::prefill::judged::{self, Judged};
 use crate::outcome::{Failure, Outcome, Status};
 use crate::report;
+use crate::run::decoder::Decoder;
 use crate::run::generate;
 use crate::run::pipeline::Pipeline;
-use crate::run::runtime::Decoder;
 
 impl Trial<'_> {
     pub(super) fn run_prefill(&self, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
         let (inputs, tol) = (&p.inputs, &p.tol);
         let golden = self.prefill_golden(&p.golden_path, p.prompt, inputs)?;
         let reference = golden.full_logits(&p.golden_path)?;
-        let front = pipeline.front();
         // Every prompt position the golden stores is judged at its ids; the last one over the vocabulary.
         let watch: Vec<&[i64]> = golden.positions.iter().map(|p| p.ids.as_slice()).collect();
         let (got, positions) = match watch.is_empty() {
-            true => (generate::prefill(decoder, &front, inputs.input_ids())?, Vec::new()),
-            false => generate::prefill_positions(decoder, &front, inputs.input_ids(), &watch)?,
+            true => (generate::prefill(decoder, pipeline, inputs.input_ids())?, Vec::new()),
+            false => generate::prefill_positions(decoder, pipeline, inputs.input_ids(), &watch)?,
         };
         let largest_id = golden.positions.iter().flat_map(|p| p.ids.iter().copied()).chain(golden.top10_ids.iter().copied()).max();
         let expected = ExpectedVocab {
