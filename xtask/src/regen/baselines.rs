@@ -14,12 +14,47 @@ use mobius_conformance::judge::golden::Hex;
 use mobius_conformance::paths::relative;
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::suite::Suite;
-use mobius_conformance::vocab::{Dtype, Modality};
+use mobius_conformance::vocab::{Dtype, Level, Modality};
 
-use crate::regen::{Kind, Tally, compare};
+use super::compare;
+use super::job::{Job, Planned, Reference, Scope, genai_config};
+use super::ledger::{Kind, Ledger, check_format, provenance};
 
 /// The format of loglik.py's raw outputs this xtask reads (their metadata `format`).
 pub const LOGLIK_FORMAT: &str = "loglik-v1";
+
+/// What the counts at the end of a run call a baseline, of a text task or a multimodal one.
+pub const BASELINE: Kind = Kind { order: 5, name: "accuracy baselines" };
+
+/// The text accuracy gate's baselines' job.
+pub struct TextBaselines;
+
+impl Job for TextBaselines {
+    type Unit = BaselineJob;
+    const LEVELS: &'static [Level] = &[];
+    const REFERENCE: Reference = Reference { module: "loglik", jobs_file: "loglik.json" };
+
+    fn plan(&self, scope: &Scope, case: &Case) -> Vec<Result<Planned<BaselineJob>, String>> {
+        Planned::each(plan(scope.suite, case, scope.raw_dir))
+    }
+
+    fn case<'u>(&self, job: &'u BaselineJob) -> &'u Case {
+        &job.case
+    }
+
+    fn raw<'u>(&self, job: &'u BaselineJob) -> &'u Path {
+        &job.raw
+    }
+
+    fn what(&self, suite: &Suite, job: &BaselineJob) -> String {
+        relative(&suite.root, &job.out)
+    }
+
+    fn write(&self, suite: &Suite, job: &BaselineJob, ledger: &mut Ledger) -> Result<Vec<String>, String> {
+        let (_, bytes, line) = derive(suite, job)?;
+        Ok(vec![line, write(suite, job, &bytes, ledger)?])
+    }
+}
 
 /// One task of one case, with the requests sent to the reference.
 pub struct BaselineJob {
@@ -31,13 +66,13 @@ pub struct BaselineJob {
 }
 
 /// The jobs for a case's `accuracy` tasks, and the reference requests (JSON) for each.
-pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Value, BaselineJob)>, String> {
+fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Value, BaselineJob)>, String> {
     let root = &suite.root;
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
         let file = entry.file();
         if entry.source(root, case.spec.external_paths).is_multimodal(root, file) {
-            continue; // an lmms-eval task: crate::media_baselines
+            continue; // an lmms-eval task: media_baselines
         }
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
         let tok = case
@@ -67,7 +102,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
         }
         let spec = serde_json::json!({
             "reference": reference, "out": raw, "requests": requests, "generate": generate,
-            "eos_token_id": case.spec.generation.eos_token_id, "genai_config": crate::regen::genai_config(suite, case),
+            "eos_token_id": case.spec.generation.eos_token_id, "genai_config": genai_config(suite, case),
         });
         let out_path = suite.baseline_path(&name, &case.name);
         out.push((spec, BaselineJob { case: case.clone(), task, items, raw, out: out_path }));
@@ -75,31 +110,17 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
     Ok(out)
 }
 
-impl BaselineJob {
-    pub fn case(&self) -> &Case {
-        &self.case
-    }
-
-    pub fn out_path(&self) -> &Path {
-        &self.out
-    }
-
-    pub fn raw_path(&self) -> &Path {
-        &self.raw
-    }
-}
-
 pub fn task_name(file: &str) -> String {
     Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string()
 }
 
 /// Derives the baseline from the reference's raw outputs; returns it and the report lines.
-pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, String), String> {
+fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, String), String> {
     let bytes = std::fs::read(&job.raw).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let meta = meta.metadata().clone().unwrap_or_default();
-    crate::regen::check_format(&job.raw, meta.get("format").map(String::as_str), LOGLIK_FORMAT, "xtask/reference/loglik.py")?;
+    check_format(&job.raw, meta.get("format").map(String::as_str), LOGLIK_FORMAT, "xtask/reference/loglik.py")?;
     let tensor = |name: &str| st.tensor(name).map_err(|e| format!("{}: tensor `{name}`: {e}", job.raw.display()));
     let spec = &job.task.spec;
     let root = &suite.root;
@@ -168,7 +189,7 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
         boundary_merges,
         requests_hash: gate::requests_hash(&job.items),
         items,
-        provenance: crate::regen::provenance(root, &job.case, &meta),
+        provenance: provenance(root, &job.case, &meta),
     };
     let line = format!(
         "accuracy   {name} on {} (reference): {} {:.2}% +- {:.2} over {} items{}; {boundary_merges} boundary merge(s)",
@@ -188,13 +209,13 @@ pub fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, St
 
 /// Writes (or not) the baseline like a golden: SAVED, UNCHANGED (also when only log-likelihoods moved, each by less
 /// than the reference's noise), or SKIPPED when it differs without `force`.
-pub fn write(suite: &Suite, job: &BaselineJob, bytes: &[u8], force: bool, dry_run: bool, tally: &mut Tally) -> Result<String, String> {
+fn write(suite: &Suite, job: &BaselineJob, bytes: &[u8], ledger: &mut Ledger) -> Result<String, String> {
     let shown = relative(&suite.root, &job.out);
     let diff = std::fs::read(&job.out).ok().map(|old| {
         let noise = loglik_noise(suite, &job.case);
         compare::json(&old, bytes, &|p| loglik_bound(&job.items, noise, p))
     });
-    crate::regen::write_one(&job.out, &shown, bytes, diff, (force, dry_run), Kind::Baseline, tally)
+    ledger.write_one(BASELINE, &job.out, &shown, bytes, diff.into())
 }
 
 /// The reference's per-token noise for this case's model: the largest its text golden measured (none without one).

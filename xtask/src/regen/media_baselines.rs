@@ -12,12 +12,15 @@ use mobius_conformance::accuracy::lmms::{self, Media, MediaItem, MediaTask, Medi
 use mobius_conformance::accuracy::media_gate::{self, MediaBaseline, MediaBaselineItem, Output};
 use mobius_conformance::accuracy::protocol::Protocol;
 use mobius_conformance::feed::tokenizer::TextTokenizer;
-use mobius_conformance::judge::golden::{self, Hex};
+use mobius_conformance::judge::golden::Hex;
 use mobius_conformance::paths::relative;
 use mobius_conformance::plan::case::{Case, SpeechTask};
 use mobius_conformance::plan::suite::Suite;
+use mobius_conformance::vocab::Level;
 
-use crate::regen::{Kind, Outcome, Tally};
+use super::baselines::BASELINE;
+use super::job::{Job, Planned, Reference, Scope};
+use super::ledger::{Ledger, Standing, check_format, provenance};
 
 /// The format of lmms_run.py's raw outputs this xtask reads.
 pub const FORMAT: &str = "lmms-run-v1";
@@ -31,22 +34,40 @@ pub struct MediaJob {
     out: PathBuf,
 }
 
-impl MediaJob {
-    pub fn case(&self) -> &Case {
-        &self.case
+/// The multimodal accuracy gate's baselines' job.
+pub struct MediaBaselines;
+
+impl Job for MediaBaselines {
+    type Unit = MediaJob;
+    const LEVELS: &'static [Level] = &[];
+    const REFERENCE: Reference = Reference { module: "lmms_run", jobs_file: "lmms_run.json" };
+
+    fn plan(&self, scope: &Scope, case: &Case) -> Vec<Result<Planned<MediaJob>, String>> {
+        Planned::each(plan(scope.suite, case, scope.raw_dir))
     }
 
-    pub fn out_path(&self) -> &Path {
-        &self.out
+    fn case<'u>(&self, job: &'u MediaJob) -> &'u Case {
+        &job.case
     }
 
-    pub fn raw_path(&self) -> &Path {
-        &self.raw
+    fn raw<'u>(&self, job: &'u MediaJob) -> &'u Path {
+        &job.raw
+    }
+
+    fn what(&self, suite: &Suite, job: &MediaJob) -> String {
+        relative(&suite.root, &job.out)
+    }
+
+    fn write(&self, suite: &Suite, job: &MediaJob, ledger: &mut Ledger) -> Result<Vec<String>, String> {
+        let (baseline, inputs, line) = derive(suite, job)?;
+        let mut lines = vec![line];
+        lines.extend(write(suite, job, &baseline, inputs.as_deref(), ledger)?);
+        Ok(lines)
     }
 }
 
 /// The jobs for a case's lmms-eval tasks, with the JSON lmms_run.py reads for each (media written under `work`).
-pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Value, MediaJob)>, String> {
+fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Value, MediaJob)>, String> {
     let root = &suite.root;
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
@@ -64,7 +85,7 @@ pub fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::
             .validate(&format!("{}: accuracy `{file}` field `protocol`", case.file), task.family.medium() == Medium::Audio)
             .map_err(|e| e.to_string())?;
         let items = task.items().map_err(|e| e.to_string())?;
-        let name = crate::baselines::task_name(file);
+        let name = super::baselines::task_name(file);
         let media_path = work.join(format!("media.{name}.{}.safetensors", case.name));
         let raw = work.join(format!("lmms.{name}.{}.safetensors", case.name));
         write_media(&items, &media_path)?;
@@ -107,12 +128,12 @@ fn write_media(items: &[MediaItem], path: &Path) -> Result<(), String> {
 }
 
 /// The baseline (and for image tasks the inputs file) from the reference's raw outputs; and the report line.
-pub fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Vec<u8>>, String), String> {
+fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Vec<u8>>, String), String> {
     let bytes = std::fs::read(&job.raw).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", job.raw.display()))?;
     let meta = meta.metadata().clone().unwrap_or_default();
-    crate::regen::check_format(&job.raw, meta.get("format").map(String::as_str), FORMAT, "xtask/reference/lmms_run.py")?;
+    check_format(&job.raw, meta.get("format").map(String::as_str), FORMAT, "xtask/reference/lmms_run.py")?;
     let root = &suite.root;
     let tok = job.case.tokenizer_location(root).ok_or("no tokenizer")?.resolve("tokenizer.json").map_err(|e| e.to_string())?;
     let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
@@ -143,7 +164,7 @@ pub fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Ve
     let until = job.protocol.stops(&job.task.until).to_vec();
     let scores = media_gate::scores(&job.task, &job.items, &outputs, &job.protocol, true);
     let score = lmms::aggregate(job.task.family, &job.task.metric, &scores);
-    let name = crate::baselines::task_name(&job.task.file);
+    let name = super::baselines::task_name(&job.task.file);
     let baseline = MediaBaseline {
         task: name.clone(),
         model: job.case.name.clone(),
@@ -155,7 +176,7 @@ pub fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Ve
         max_new_tokens: job.task.max_new_tokens,
         requests_hash: media_gate::requests_hash(&job.items, &job.protocol, &until, job.task.max_new_tokens),
         items,
-        provenance: crate::regen::provenance(root, &job.case, &meta),
+        provenance: provenance(root, &job.case, &meta),
     };
     let inputs_bytes = if inputs.is_empty() {
         None
@@ -174,43 +195,30 @@ pub fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Ve
     Ok((baseline, inputs_bytes, line))
 }
 
-/// Writes the baseline (and its inputs) like a golden: SAVED, UNCHANGED, or SKIPPED when it differs without `force`.
-pub fn write(
+/// Writes the baseline (and its inputs) like a golden: SAVED, UNCHANGED, or SKIPPED when it differs without --force.
+fn write(
     suite: &Suite,
     job: &MediaJob,
     baseline: &MediaBaseline,
     inputs: Option<&[u8]>,
-    force: bool,
-    dry_run: bool,
-    tally: &mut Tally,
+    ledger: &mut Ledger,
 ) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
-    let json = baseline.to_json();
-    let mut files = vec![(job.out.clone(), json)];
+    let mut files = vec![(job.out.clone(), baseline.to_json())];
     if let Some(b) = inputs {
         files.push((media_inputs_path(&job.out), b.to_vec()));
     }
     for (path, bytes) in files {
         let shown = relative(&suite.root, &path);
-        let old = std::fs::read(&path).ok();
-        let noise = old.as_deref().filter(|_| path == job.out && !force).and_then(|o| margins_only(o, baseline));
-        let (line, outcome) = match old {
-            Some(o) if o == bytes => (format!("UNCHANGED  {shown}"), Outcome::Unchanged),
-            Some(_) if noise.is_some() => (
-                format!("UNCHANGED  {shown} (noise only: the outputs are equal, margins moved by at most {:.1e})", noise.unwrap_or(0.0)),
-                Outcome::NoiseOnly,
-            ),
-            Some(_) if !force => {
-                (format!("SKIPPED    {shown} (differs from the reference now; pass --force to overwrite)"), Outcome::Changed)
-            }
-            _ if dry_run => (format!("SAVED      {shown} (dry run: not written)"), Outcome::Saved),
-            _ => {
-                golden::write_atomic(&path, &bytes).map_err(|e| e.to_string())?;
-                (format!("SAVED      {shown}"), Outcome::Saved)
-            }
+        let standing = match std::fs::read(&path).ok() {
+            None => Standing::New,
+            Some(old) if old == bytes => Standing::Same,
+            Some(old) => match margins_only(&old, baseline).filter(|_| path == job.out) {
+                Some(most) => Standing::Noise(format!("noise only: the outputs are equal, margins moved by at most {most:.1e}")),
+                None => Standing::Changed(None),
+            },
         };
-        tally.add(Kind::Baseline, outcome);
-        lines.push(line);
+        lines.push(ledger.write_one(BASELINE, &path, &shown, &bytes, standing)?);
     }
     Ok(lines)
 }
