@@ -21,7 +21,6 @@ use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::outcome::{Counts, Status};
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::case::{Case, SpeechTask};
-use mobius_conformance::plan::discovery::{self, Found};
 use mobius_conformance::plan::suite::{Suite, TrialSpec};
 use mobius_conformance::run::genai;
 use mobius_conformance::run::generate::{self, Front, Suppress};
@@ -330,87 +329,6 @@ fn tiny_plan(suite: &Suite) -> Vec<TrialSpec> {
     suite.plan().into_iter().filter(|t| !t.is_built_elsewhere()).collect()
 }
 
-/// Makes `to` a suite root holding `copies` copies of every case file of `source` (`t.yaml` becomes `t-copy0.yaml`,
-/// `t-copy1.yaml`, ...), each with the goldens and baselines of `t` under its new name; everything else of `source`
-/// (fixtures, task files and their data, manifests, the tolerance policy) is mirrored as it is. Files are hard
-/// links where the file system allows, else copies: the suite confines what it reads to its root, so a symbolic link
-/// out of it would fail every trial; and no trial writes to a file it reads (goldens are replaced by rename,
-/// snapshots are not written under CI's settings).
-fn replicated_root(source: &Path, to: &Path, copies: usize) -> Result<(), String> {
-    fn io(what: &Path) -> impl Fn(std::io::Error) -> String + '_ {
-        move |e| format!("bench: scaling root: {}: {e}", what.display())
-    }
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to).map_err(io(to))?;
-    let (source, to) = (std::fs::canonicalize(source).map_err(io(source))?, std::fs::canonicalize(to).map_err(io(to))?);
-    let suite = Suite::open(&source);
-    let cases: Vec<PathBuf> = discovery::case_files(&source, &suite.cases_dir)
-        .into_iter()
-        .filter_map(|f| match f {
-            Found::File(p) => Some(p),
-            Found::Unreadable(..) => None,
-        })
-        .collect();
-    // Not the case files (copied below under their new names), the VCS and build folders, or the scratch root.
-    let keep = |p: &Path| {
-        let top = p.parent() == Some(source.as_path()) && p.file_name().is_some_and(|n| n == ".git" || n == "target");
-        !top && !to.starts_with(p) && !cases.iter().any(|c| c == p)
-    };
-    mirror(&source, &to, &keep).map_err(io(&source))?;
-    let inside = |p: &Path| to.join(p.strip_prefix(&source).unwrap_or(p));
-    for file in &cases {
-        let (Some(stem), Some(dir)) = (file.file_stem().and_then(|s| s.to_str()), file.parent()) else { continue };
-        let ext = file.extension().map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
-        let task_dir = dir.strip_prefix(&suite.cases_dir).unwrap_or(Path::new(""));
-        // The goldens of `t` (`t.json`, `t_generation.json`, `t.p2.json`, `t.int4.json`, ...) and its baselines.
-        let baselines = std::fs::read_dir(suite.goldens_dir.join("baselines")).into_iter().flatten().flatten().map(|e| e.path());
-        let golden_dirs: Vec<PathBuf> = std::iter::once(suite.goldens_dir.join(task_dir)).chain(baselines.filter(|p| p.is_dir())).collect();
-        for k in 0..copies {
-            let name = format!("{stem}-copy{k}");
-            link_or_copy(file, &inside(dir).join(format!("{name}{ext}"))).map_err(io(file))?;
-            for gdir in &golden_dirs {
-                for e in std::fs::read_dir(gdir).into_iter().flatten().flatten() {
-                    let f = e.file_name().to_string_lossy().into_owned();
-                    if let Some(rest) = f.strip_prefix(stem)
-                        && (rest.starts_with('.') || rest.starts_with('_'))
-                        && e.path().is_file()
-                    {
-                        let out = inside(gdir);
-                        std::fs::create_dir_all(&out).map_err(io(&out))?;
-                        link_or_copy(&e.path(), &out.join(format!("{name}{rest}"))).map_err(io(&e.path()))?;
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `from` mirrored into `to`: folders made, files hard-linked (copied across file systems), symbolic links made
-/// again as they read; what `keep` refuses is left out.
-fn mirror(from: &Path, to: &Path, keep: &dyn Fn(&Path) -> bool) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let kind = e.file_type()?;
-        if !keep(&src) {
-            continue;
-        } else if kind.is_dir() {
-            mirror(&src, &dst, keep)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else {
-            link_or_copy(&src, &dst)?;
-        }
-    }
-    Ok(())
-}
-
-fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
-}
-
 /// A whole trial set timed: the wall time on `threads` workers, the time inside each engine, and how every trial
 /// ended.
 struct Timed {
@@ -572,7 +490,7 @@ fn scaling_section(source: &Path, cores: usize, table: &mut Vec<String>, failure
     let mut base: Option<(f64, usize)> = None;
     for copies in [1usize, 2, 4] {
         let root = scratch.join(format!("x{copies}"));
-        let made = replicated_root(source, &root, copies);
+        let made = crate::scratch::replicate(source, &root, copies);
         let t = made.map(|()| time_trials(&root, cores));
         let _ = std::fs::remove_dir_all(&root);
         let t = t?;

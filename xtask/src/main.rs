@@ -13,6 +13,7 @@ mod media_baselines;
 mod mutants;
 mod new_case;
 mod regen;
+mod scratch;
 
 use std::process::ExitCode;
 
