@@ -29,6 +29,7 @@ pub mod plan {
     pub mod case;
     pub mod corpus;
     pub mod discovery;
+    pub mod files;
     pub mod hub;
     pub mod suite;
     pub mod task_type;

@@ -10,6 +10,7 @@ mod gpu;
 mod mutants;
 mod new_case;
 mod regen;
+mod scratch;
 
 use std::process::ExitCode;
 

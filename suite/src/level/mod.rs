@@ -65,6 +65,17 @@ pub trait Kind: Sync {
         None
     }
 
+    /// Whether `xtask mutants` prints a separation table of [`Kind::score`]: its title and its key in the JSON report.
+    fn separation(&self) -> Option<Separation> {
+        None
+    }
+
+    /// Whether `xtask mutants` shows this level's trial of each mutated variant in a column of its own (its header):
+    /// its score and verdict, caught or not.
+    fn mutant_column(&self) -> Option<&'static str> {
+        None
+    }
+
     /// How close to a bug a failure of this level points (lower is closer): the failing trial of the lowest one
     /// names a mutant's catch (an encoder's features, then the prefill logits, then the rest).
     fn locality(&self) -> u8 {
@@ -76,6 +87,15 @@ pub trait Kind: Sync {
     fn regenerates_alone(&self) -> bool {
         false
     }
+}
+
+/// A separation table of `xtask mutants`: a level's own statistic on the mutants' failing trials against the clean
+/// trials', per model and dtype.
+pub struct Separation {
+    /// The line printed above the table.
+    pub title: &'static str,
+    /// The table's key in the JSON report.
+    pub key: &'static str,
 }
 
 /// Every level, in [`Level`]'s order.

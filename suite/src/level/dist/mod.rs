@@ -8,7 +8,7 @@ pub mod render;
 pub mod stats;
 
 use self::judge::DistReport;
-use super::Kind;
+use super::{Kind, Separation};
 use crate::outcome::{FailureKind, Outcome};
 use crate::plan::case::Case;
 use crate::vocab::{Level, Modality};
@@ -41,5 +41,16 @@ impl Kind for Dist {
 
     fn score(&self, o: &Outcome) -> Option<f64> {
         judge::of(o).map(DistReport::score)
+    }
+
+    fn separation(&self) -> Option<Separation> {
+        Some(Separation {
+            title: "dist separation (dist score: its larger KL statistic over its limit, <= 1 passes)",
+            key: "dist_separation",
+        })
+    }
+
+    fn mutant_column(&self) -> Option<&'static str> {
+        Some("dist (score, verdict)")
     }
 }

@@ -4,7 +4,7 @@
 pub mod judged;
 pub mod render;
 
-use super::Kind;
+use super::{Kind, Separation};
 use crate::outcome::{FailureKind, Outcome};
 use crate::plan::case::Case;
 use crate::vocab::{Level, Modality};
@@ -42,6 +42,10 @@ impl Kind for L4 {
 
     fn score(&self, o: &Outcome) -> Option<f64> {
         judged::of(o)?.report.noise.as_ref().map(|n| n.score)
+    }
+
+    fn separation(&self) -> Option<Separation> {
+        Some(Separation { title: "separation (noise score: the tolerance policy's statistic, <= 1 passes)", key: "separation" })
     }
 
     fn locality(&self) -> u8 {
