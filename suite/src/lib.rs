@@ -84,6 +84,7 @@ pub mod accuracy {
     pub mod media_gate;
     pub mod paired;
     pub mod protocol;
+    pub mod python_str;
     pub mod scoring;
     pub mod task;
     /// lmms-eval's scorers for generated answers, as lmms-eval 0.7.3 computes them.
