@@ -878,8 +878,8 @@ fn lay_out(repo: &Suite, root: &Path, cases: &[&Case], keep: impl Fn(&Case, &Var
             if let Some(data) = entry.source(r, case.spec.external_paths).data {
                 mirror(r, root, &data)?;
             }
-            let task = Path::new(entry.file()).file_stem().and_then(|s| s.to_str()).unwrap_or("task");
-            let baseline = repo.baseline_path(task, &case.name);
+            let task = mobius_conformance::accuracy::resolve::task_name(entry.file());
+            let baseline = repo.baseline_path(&task, &case.name);
             mirror(r, root, &baseline)?;
             mirror(r, root, &mobius_conformance::accuracy::media_gate::inputs_path(&baseline))?;
         }

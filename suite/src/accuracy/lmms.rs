@@ -13,9 +13,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::accuracy::doc::Doc;
+use crate::accuracy::include::{self, Included, inherit};
 use crate::accuracy::lmeval;
 use crate::accuracy::scorers::{anls, ocrbench, relaxed, wer};
-use crate::accuracy::task::Doc;
 use crate::error::{Error, Result, bail};
 
 /// The fields of an lmms-eval task file the suite reads. Others (`tag`, `metadata`, `dataset_kwargs.token`, ...)
@@ -56,31 +57,22 @@ pub fn is_lmms_file(path: &Path) -> bool {
     path.is_file() && load_config(path, "").is_ok_and(|c| c.doc_to_visual.is_some() || c.lmms_eval_specific_kwargs.is_some())
 }
 
-macro_rules! merge {
-    ($child:ident, $parent:ident; $($f:ident),*) => { $( if $child.$f.is_none() { $child.$f = $parent.$f; } )* };
+impl Included for Config {
+    fn take_include(&mut self) -> Option<String> {
+        self.include.take()
+    }
+
+    fn inherit(&mut self, parent: Config) {
+        let child = self;
+        inherit!(child, parent; task, dataset_path, dataset_name, test_split, output_type, doc_to_visual, doc_to_text,
+            doc_to_target, process_results, process_docs, generation_kwargs, metric_list, lmms_eval_specific_kwargs,
+            fewshot_delimiter, num_fewshot, filter_list);
+    }
 }
 
 /// Reads a task file with its `include:` chain (the included file first, this file's keys over it).
 pub fn load_config(path: &Path, shown: &str) -> Result<Config> {
-    let mut seen = Vec::new();
-    load_chain(path, shown, &mut seen)
-}
-
-fn load_chain(path: &Path, shown: &str, seen: &mut Vec<std::path::PathBuf>) -> Result<Config> {
-    if seen.contains(&path.to_path_buf()) || seen.len() > 16 {
-        bail!("{shown}: `include:` loops back to {}", path.display());
-    }
-    seen.push(path.to_path_buf());
-    let text = std::fs::read_to_string(path).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-    let mut c: Config = serde_saphyr::from_str(&text).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-    if let Some(inc) = c.include.take() {
-        let inc_path = path.parent().unwrap_or(Path::new(".")).join(&inc);
-        let p = load_chain(&inc_path, &format!("{shown}: include `{inc}`"), seen)?;
-        merge!(c, p; task, dataset_path, dataset_name, test_split, output_type, doc_to_visual, doc_to_text,
-            doc_to_target, process_results, process_docs, generation_kwargs, metric_list, lmms_eval_specific_kwargs,
-            fewshot_delimiter, num_fewshot, filter_list);
-    }
-    Ok(c)
+    include::load_chain(path, shown)
 }
 
 /// The lmms-eval task families whose hooks the suite reimplements.
@@ -367,7 +359,7 @@ impl MediaTask {
         let (question, answers, kind) = match self.family {
             // ocrbench_doc_to_text strips the question; the others take it as it is.
             Family::OcrBench => (
-                format!("{pre}{}{post}", text_of("question")?.trim_matches(crate::accuracy::task::py_is_space)),
+                format!("{pre}{}{post}", text_of("question")?.trim_matches(crate::accuracy::python_str::py_is_space)),
                 answers("answer")?,
                 text_of("dataset")?,
             ),
@@ -496,7 +488,7 @@ pub fn score(family: Family, item: &MediaItem, prediction: &str) -> ItemScore {
     match family {
         Family::OcrBench => {
             // ocrbench_process_results strips the prediction first.
-            let pred = prediction.trim_matches(crate::accuracy::task::py_is_space);
+            let pred = prediction.trim_matches(crate::accuracy::python_str::py_is_space);
             values.insert("ocrbench_accuracy".into(), ocrbench::item_correct(pred, &item.answers, &item.kind) as u8 as f64);
         }
         Family::DocVqa => {

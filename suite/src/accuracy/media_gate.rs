@@ -16,11 +16,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::accuracy::gate::{GatePolicy, mcnemar_exact};
+use crate::accuracy::answer::{cut_at_stop, first_stop};
+use crate::accuracy::gate::mcnemar_exact;
 use crate::accuracy::lmms::{self, Direction, Family, ItemScore, MediaItem, MediaTask};
 use crate::accuracy::paired;
+use crate::accuracy::policy::GatePolicy;
 use crate::accuracy::protocol::Protocol;
-use crate::accuracy::task::{cut_at_stop, first_stop};
 use crate::error::{Result, bail};
 use crate::judge::golden::{Hex, Provenance};
 

@@ -191,7 +191,7 @@ pub fn expected_trials(name: &str, text: Option<&str>) -> Vec<TrialId> {
         other => strings(other).unwrap_or_default(),
     };
     for task in tasks {
-        let task = Path::new(&task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
+        let task = crate::accuracy::resolve::task_name(&task);
         for &ep in &eps {
             for &dtype in &dtypes {
                 let id = TrialId::Accuracy { task: task.clone(), case: case.clone(), ep, dtype, level: Level::Accuracy };

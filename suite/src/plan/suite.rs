@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::accuracy::resolve::{ResolvedTask, TaskKind};
 use crate::error::{Error, Result};
 use crate::judge::golden::GoldenPaths;
 use crate::judge::tolerance::Policy;
@@ -201,15 +202,11 @@ impl Suite {
                 }
                 Ok(case) => {
                     for entry in &case.spec.accuracy {
-                        let task = entry.file();
-                        let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
-                        let source = entry.source(&self.root, case.spec.external_paths);
+                        let resolved = ResolvedTask::new(&self.root, entry.file(), entry.source(&self.root, case.spec.external_paths));
+                        let (task, task_name, source) = (resolved.file.as_str(), &resolved.name, &resolved.source);
                         // A multimodal (lmms-eval) task also runs every item through the package's own runtime.
-                        let levels: &[Level] = if source.is_multimodal(&self.root, task) {
-                            &[Level::Accuracy, Level::AccuracyGenai]
-                        } else {
-                            &[Level::Accuracy]
-                        };
+                        let levels: &[Level] =
+                            if resolved.kind == TaskKind::Media { &[Level::Accuracy, Level::AccuracyGenai] } else { &[Level::Accuracy] };
                         for variant in case.variants(&self.root) {
                             for &level in levels {
                                 let (ep, dtype) = (variant.ep, variant.dtype);
@@ -270,7 +267,7 @@ pub enum TrialKind {
         task: String,
         task_name: String,
         /// What the case says about the task (data folder, overrides).
-        source: Box<crate::accuracy::task::Source>,
+        source: Box<crate::accuracy::resolve::Source>,
         variant: Variant,
         /// [`Level::Accuracy`], or [`Level::AccuracyGenai`] for a multimodal task through onnxruntime-genai.
         level: Level,

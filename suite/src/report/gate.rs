@@ -2,7 +2,7 @@
 //! and the items that flipped with both margins.
 
 use crate::accuracy::gate::{GateReport, fmt_p, min_significant_flips};
-use crate::accuracy::task::Metric;
+use crate::accuracy::task::spec::Metric;
 
 /// The report a person reads. It holds only numbers that repeat exactly run after run (speed is `cargo xtask bench`'s).
 pub fn render(trial: &str, metric: Metric, r: &GateReport, baseline_file: &str, regenerate: &str) -> String {
