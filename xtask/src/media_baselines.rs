@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::accuracy::lmms::{self, Media, MediaItem, MediaTask, Medium};
+use mobius_conformance::accuracy::lmms::{Media, MediaItem, MediaTask, Medium};
 use mobius_conformance::accuracy::media_gate::{self, MediaBaseline, MediaBaselineItem, Output};
 use mobius_conformance::accuracy::protocol::Protocol;
 use mobius_conformance::accuracy::resolve::{ResolvedTask, TaskKind, task_name};
@@ -143,7 +143,7 @@ pub fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Ve
     }
     let until = job.protocol.stops(&job.task.until).to_vec();
     let scores = media_gate::scores(&job.task, &job.items, &outputs, &job.protocol, true);
-    let score = lmms::aggregate(job.task.family, &job.task.metric, &scores);
+    let score = job.task.family.scorer().aggregate(&job.task.metric, &scores);
     let name = task_name(&job.task.file);
     let baseline = MediaBaseline {
         task: name.clone(),

@@ -75,7 +75,7 @@ impl TaskKind {
     /// Media when the case pins a `protocol` (which only lmms-eval tasks take) or the file reads as lmms-eval's; a
     /// broken lmms-eval file with a protocol still goes there, to fail by name.
     pub fn of(root: &Path, file: &str, source: &Source) -> TaskKind {
-        if source.overrides.protocol.is_some() || crate::accuracy::lmms::is_lmms_file(&root.join(file)) {
+        if source.overrides.protocol.is_some() || crate::accuracy::lmms::config::is_lmms_file(&root.join(file)) {
             TaskKind::Media
         } else {
             TaskKind::Text
