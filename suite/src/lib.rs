@@ -79,13 +79,19 @@ pub mod judge {
 
 /// The accuracy gate: lm-eval task files, scoring, and the gate against the reference baseline.
 pub mod accuracy {
+    pub mod answer;
+    pub mod doc;
     pub mod eval;
     pub mod gate;
+    pub mod include;
     pub mod lmeval;
     pub mod lmms;
     pub mod media_gate;
     pub mod paired;
+    pub mod policy;
     pub mod protocol;
+    pub mod python_str;
+    pub mod resolve;
     pub mod scoring;
     pub mod task;
     /// lmms-eval's scorers for generated answers, as lmms-eval 0.7.3 computes them.

@@ -7,7 +7,8 @@ mod common;
 use std::path::Path;
 
 use common::{Scratch, copy_tree, run_all, write};
-use mobius_conformance::accuracy::task::{Source, Task};
+use mobius_conformance::accuracy::resolve::Source;
+use mobius_conformance::accuracy::task::Task;
 use mobius_conformance::judge::golden::PrefillGolden;
 use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;

@@ -6,9 +6,12 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{Scratch, copy_tree, run, write};
-use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem, GatePolicy, Scored};
-use mobius_conformance::accuracy::scoring;
-use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, Task};
+use mobius_conformance::accuracy::answer;
+use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem};
+use mobius_conformance::accuracy::policy::GatePolicy;
+use mobius_conformance::accuracy::scoring::{self, Scored};
+use mobius_conformance::accuracy::task::spec::Metric;
+use mobius_conformance::accuracy::task::{self, Item, ItemKind, Task};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::judge::golden::{Hex, Provenance};
 use mobius_conformance::level::gate::judged::TextJudged;
@@ -116,9 +119,9 @@ fn fewshot_context_follows_first_n_and_the_delimiters() {
 
 #[test]
 fn generate_until_cuts_at_the_stop_string_and_extracts_the_answer() {
-    assert_eq!(task::cut_at_stop(" 46\n12+3", &["\n".into()]), " 46");
-    assert_eq!(task::extract_answer(Some(r"(\d+)"), " 46"), "46");
-    assert_eq!(task::extract_answer(Some(r"(\d+)"), " none"), "[invalid]");
+    assert_eq!(answer::cut_at_stop(" 46\n12+3", &["\n".into()]), " 46");
+    assert_eq!(answer::extract_answer(Some(r"(\d+)"), " 46"), "46");
+    assert_eq!(answer::extract_answer(Some(r"(\d+)"), " none"), "[invalid]");
 }
 
 fn provenance() -> Provenance {

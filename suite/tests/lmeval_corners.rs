@@ -7,10 +7,14 @@
 mod common;
 
 use common::{Scratch, write};
+use mobius_conformance::accuracy::answer::extract_answer;
 use mobius_conformance::accuracy::gate;
 use mobius_conformance::accuracy::lmeval::python_re;
+use mobius_conformance::accuracy::python_str::py_is_space;
+use mobius_conformance::accuracy::resolve::Source;
 use mobius_conformance::accuracy::scoring::{self, Scored};
-use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, Source, Task};
+use mobius_conformance::accuracy::task::spec::Metric;
+use mobius_conformance::accuracy::task::{self, Item, ItemKind, Task};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::paths::workspace_root;
 use serde_json::Value;
@@ -51,7 +55,7 @@ fn check_multiple_choice(corner: &str, items: &[Item]) -> (usize, usize) {
         let ItemKind::MultipleChoice { context_ids, continuations, .. } = &it.kind else { panic!("{corner}: not multiple choice") };
         let doc = it.doc;
         let lm_ctx = w["context"].as_str().unwrap();
-        assert_eq!(it.context, lm_ctx.trim_end_matches(task::py_is_space), "{corner} doc {doc}: context");
+        assert_eq!(it.context, lm_ctx.trim_end_matches(py_is_space), "{corner} doc {doc}: context");
         assert_eq!(context_ids, &ids(&w["context_ids"]), "{corner} doc {doc}: context token ids");
         let lm_conts: Vec<Vec<i64>> = w["continuation_ids"].as_array().unwrap().iter().map(ids).collect();
         assert_eq!(continuations, &lm_conts, "{corner} doc {doc}: continuation token ids");
@@ -76,7 +80,7 @@ fn generate_until_without_a_regex_compares_the_raw_generation() {
     for (it, w) in items.iter().zip(docs(&c, "gen-raw")) {
         let ItemKind::Generate { context_ids, .. } = &it.kind else { panic!("not generate_until") };
         assert_eq!(context_ids, &ids(&w["context_ids"]), "doc {}", it.doc);
-        let answer = task::extract_answer(None, w["generation"].as_str().unwrap());
+        let answer = extract_answer(None, w["generation"].as_str().unwrap());
         assert_eq!(answer, w["filtered"].as_str().unwrap(), "doc {}: the raw generation, not stripped", it.doc);
         let (ok, _) = gate::judge_item(it, &Scored::Answer(answer), Metric::ExactMatch);
         assert_eq!(ok as u8 as f64, w["exact_match"].as_f64().unwrap(), "doc {}", it.doc);
@@ -91,7 +95,7 @@ fn a_regex_match_is_stripped() {
     let c = corners();
     let mut right = 0;
     for w in docs(&c, "gen-regex-ws") {
-        let answer = task::extract_answer(Some("(.+)"), w["generation"].as_str().unwrap());
+        let answer = extract_answer(Some("(.+)"), w["generation"].as_str().unwrap());
         assert_eq!(answer, w["filtered"].as_str().unwrap());
         let ok = answer == w["target"].as_str().unwrap();
         assert_eq!(ok as u8 as f64, w["exact_match"].as_f64().unwrap());
@@ -101,9 +105,9 @@ fn a_regex_match_is_stripped() {
     let want = c["tasks"]["gen-regex-ws"]["results"]["exact_match"].as_f64().unwrap();
     assert!((right as f64 / n as f64 - want).abs() < 1e-12, "{right}/{n} vs lm-eval {want}");
     // findall's first element: the whole match without groups, the first non-empty group with several.
-    assert_eq!(task::extract_answer(Some(r"\d+ "), " 12 3"), "12");
-    assert_eq!(task::extract_answer(Some(r"(x)?(\d+)"), " 12"), "12");
-    assert_eq!(task::extract_answer(Some(r"(\d+)"), " none"), "[invalid]");
+    assert_eq!(extract_answer(Some(r"\d+ "), " 12 3"), "12");
+    assert_eq!(extract_answer(Some(r"(x)?(\d+)"), " 12"), "12");
+    assert_eq!(extract_answer(Some(r"(\d+)"), " none"), "[invalid]");
 }
 
 #[test]
@@ -147,7 +151,7 @@ fn an_empty_choice_is_never_chosen_under_acc_norm() {
 fn trailing_whitespace_is_pythons_including_the_information_separators() {
     let c = corners();
     let python: Vec<u32> = c["python_whitespace"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
-    let ours: Vec<u32> = (0..0x110000u32).filter(|&u| char::from_u32(u).is_some_and(task::py_is_space)).collect();
+    let ours: Vec<u32> = (0..0x110000u32).filter(|&u| char::from_u32(u).is_some_and(py_is_space)).collect();
     assert_eq!(ours, python, "Python's str.isspace set, code point by code point");
     assert!((0x1c..=0x1f).all(|u| python.contains(&u)));
     let s = Scratch::new("corner-sep");
@@ -207,11 +211,11 @@ fn the_regex_filter_answers_as_lm_evals_item_for_item() {
     for p in pairs {
         let (pattern, text) = (p["pattern"].as_str().unwrap(), p["text"].as_str().unwrap());
         assert!(python_re::translate(pattern).is_ok(), "{pattern:?} is refused: {:?}", python_re::translate(pattern));
-        let got = task::extract_answer(Some(pattern), text);
+        let got = extract_answer(Some(pattern), text);
         assert_eq!(got, p["filtered"].as_str().unwrap(), "pattern {pattern:?} on {text:?}");
     }
     // The case that found it: U+001D ends `\S+` in Python, not in Rust's own `\S`.
-    assert_eq!(task::extract_answer(Some(r"(\S+)"), "8\u{1d}se\u{1d}\u{10}e"), "8");
+    assert_eq!(extract_answer(Some(r"(\S+)"), "8\u{1d}se\u{1d}\u{10}e"), "8");
     let spaces: Vec<u64> = c["regex_pairs"]
         .as_array()
         .unwrap()
@@ -264,8 +268,8 @@ fn a_pattern_rust_cannot_match_as_python_is_refused_by_name() {
     let e = Task::load_with(&s.0, "r.yaml", &Source::with_external_paths(true)).unwrap_err().to_string();
     assert!(e.contains("r.yaml") && e.contains("answer_regex") && e.contains("lookbehind"), "{e}");
     // `$` where nothing follows, Python's final-newline rule included.
-    assert_eq!(task::extract_answer(Some(r"(\w+)$"), "end\n"), "end");
-    assert_eq!(task::extract_answer(Some(r"(\w+)$"), "end\n\n"), "[invalid]");
+    assert_eq!(extract_answer(Some(r"(\w+)$"), "end\n"), "end");
+    assert_eq!(extract_answer(Some(r"(\w+)$"), "end\n\n"), "[invalid]");
 }
 
 /// `nan`, `inf` and `-inf` as the script writes them; numbers as they are.

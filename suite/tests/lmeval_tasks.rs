@@ -11,8 +11,11 @@ use std::path::PathBuf;
 use common::{Scratch, write};
 use mobius_conformance::accuracy::gate;
 use mobius_conformance::accuracy::lmeval;
+use mobius_conformance::accuracy::python_str::py_is_space;
+use mobius_conformance::accuracy::resolve::{Overrides, Source};
 use mobius_conformance::accuracy::scoring::Scored;
-use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, Overrides, Source, Task};
+use mobius_conformance::accuracy::task::spec::Metric;
+use mobius_conformance::accuracy::task::{Item, ItemKind, Task};
 use mobius_conformance::feed::package::GenaiConfig;
 use mobius_conformance::feed::package::package_model;
 use mobius_conformance::feed::tokenizer::TextTokenizer;
@@ -61,7 +64,7 @@ fn lm_evals_task_files_make_lm_evals_requests() {
         for (it, w) in items.iter().zip(docs) {
             let ItemKind::MultipleChoice { context_ids, continuations, .. } = &it.kind else { panic!("{name}: multiple choice") };
             let d = it.doc;
-            assert_eq!(it.context, w["context"].as_str().unwrap().trim_end_matches(task::py_is_space), "{name} doc {d}: context");
+            assert_eq!(it.context, w["context"].as_str().unwrap().trim_end_matches(py_is_space), "{name} doc {d}: context");
             assert_eq!(context_ids, &ids(&w["context_ids"]), "{name} doc {d}: context ids");
             let conts: Vec<Vec<i64>> = w["continuation_ids"].as_array().unwrap().iter().map(ids).collect();
             assert_eq!(continuations, &conts, "{name} doc {d}: continuation ids");

@@ -99,11 +99,11 @@ fn normalizers_match_character_for_character() {
     let d = data();
     let rows = list(&d["normalizers"], "normalizers");
     assert!(rows.len() >= 150, "{} normalizer strings", rows.len());
-    let english = normalizer::EnglishTextNormalizer::new();
+    let english = normalizer::english::EnglishTextNormalizer::new();
     let mut failures = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         let text = s(&r["text"]);
-        let (e, b, w) = (english.normalize(text), normalizer::basic_normalize(text), wer::normalize(text));
+        let (e, b, w) = (english.normalize(text), normalizer::basic::basic_normalize(text), wer::normalize(text));
         if e != s(&r["english"]) {
             failures.push(format!("#{i} english {text:?}: expected {:?}, got {e:?}", s(&r["english"])));
         }

@@ -7,9 +7,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::{Scratch, write};
-use mobius_conformance::accuracy::gate::GatePolicy;
 use mobius_conformance::accuracy::lmms::{Direction, Family, Media, MediaItem, MediaTask};
 use mobius_conformance::accuracy::media_gate::{self, Output};
+use mobius_conformance::accuracy::policy::GatePolicy;
 use mobius_conformance::accuracy::protocol::{MediaRule, PromptFormat, Protocol};
 use mobius_conformance::outcome::Status;
 use mobius_conformance::paths::workspace_root;
@@ -349,7 +349,7 @@ fn a_corpus_wer_over_no_words_fails() {
 #[test]
 fn an_item_without_answers_is_refused_by_document() {
     let mut t = task(Family::ChartQa, "relaxed_overall", Direction::HigherIsBetter);
-    let doc = |answer: serde_json::Value| -> mobius_conformance::accuracy::task::Doc {
+    let doc = |answer: serde_json::Value| -> mobius_conformance::accuracy::doc::Doc {
         [
             ("question".to_string(), serde_json::json!("How many?")),
             ("answer".to_string(), answer),
@@ -372,16 +372,16 @@ fn an_item_without_answers_is_refused_by_document() {
 /// broken lmms-eval file (here: its `include:` missing) still reaches the multimodal loader and fails there by name.
 #[test]
 fn a_pinned_protocol_sends_a_task_to_the_multimodal_gate_even_when_its_file_is_broken() {
-    use mobius_conformance::accuracy::task::{Overrides, Source};
+    use mobius_conformance::accuracy::resolve::{Overrides, Source, TaskKind};
     let root = workspace_root();
     let plain = Source::default();
     let pinned = Source { overrides: Overrides { protocol: Some(protocol()), ..Overrides::default() }, ..Source::default() };
-    assert!(plain.is_multimodal(&root, "tests/data/lmms/lmms_eval_tasks/ocrbench/ocrbench.yaml"));
-    assert!(!plain.is_multimodal(&root, "cases/tasks/arith.yaml"));
+    assert_eq!(TaskKind::of(&root, "tests/data/lmms/lmms_eval_tasks/ocrbench/ocrbench.yaml", &plain), TaskKind::Media);
+    assert_eq!(TaskKind::of(&root, "cases/tasks/arith.yaml", &plain), TaskKind::Text);
     let s = Scratch::new("broken-lmms");
     write(&s.0.join("t.yaml"), "include: _missing_template_yaml\ntask: broken\n");
-    assert!(!plain.is_multimodal(&s.0, "t.yaml"), "unreadable as lmms-eval's without a protocol");
-    assert!(pinned.is_multimodal(&s.0, "t.yaml"));
+    assert_eq!(TaskKind::of(&s.0, "t.yaml", &plain), TaskKind::Text, "unreadable as lmms-eval's without a protocol");
+    assert_eq!(TaskKind::of(&s.0, "t.yaml", &pinned), TaskKind::Media);
     let e = MediaTask::load(&s.0, "t.yaml", None, None).unwrap_err().to_string();
     assert!(e.contains("t.yaml") && e.contains("_missing_template_yaml"), "{e}");
 }

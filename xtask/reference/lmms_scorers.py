@@ -31,6 +31,7 @@ import sys
 import tempfile
 import types
 import unicodedata
+from typing import Callable, NamedTuple, Optional
 
 VERSION = "0.7.3"
 
@@ -375,6 +376,38 @@ def wer(m):
     return out
 
 
+# ---------------------------------------------------------------------------------------------------- The families
+def score_ocrbench(m, doc, pred):
+    return float(m.ocrbench.ocrbench_process_results(doc, [pred])["ocrbench_accuracy"]["score"])
+
+
+def score_docvqa(m, doc, pred):
+    # docvqa_val has no process_results: lmms-eval's default one strips the generation before the metric sees it.
+    return m.metrics.anls(doc["answers"], [pred.strip()])["anls"]
+
+
+def score_chartqa(m, doc, pred):
+    return m.chartqa.chartqa_process_results(doc, [pred])["relaxed_overall"]
+
+
+class Family(NamedTuple):
+    """One lmms-eval task family the suite scores, as this script checks it: the sections of scorers.json its
+    crafted cases fill (name -> the function that fills it), and lmms-eval's score of one committed prediction on
+    one document (None where the baselines are checked apart: the speech gate's corpus WER)."""
+    sections: dict
+    score: Optional[Callable]
+
+
+# The table, by dataset, in the order scorers.json holds the sections. A new family adds its cases, its section
+# function and one line here.
+FAMILIES = {
+    "echo840/OCRBench": Family({"ocrbench": ocrbench}, score_ocrbench),
+    "lmms-lab-encoder/DocVQA": Family({"anls": anls}, score_docvqa),
+    "lmms-lab-encoder/ChartQA": Family({"relaxed": relaxed}, score_chartqa),
+    "lmms-lab-audio/librispeech": Family({"normalizers": normalizers, "wer": wer}, None),
+}
+
+
 # ---------------------------------------------------------------------------------------------------- Predictions
 # The predictions the committed baselines hold (the reference's own outputs), scored by lmms-eval's functions as its
 # generation would hand them over: cut at the first stop string of the task's list (`text.split(term)[0]`).
@@ -405,12 +438,7 @@ def predictions(m):
         for doc, it in zip(docs, b["items"]):
             for whole in (False, True):
                 pred = it["full"] if whole else cut(it["full"], b["until"])
-                if dataset == "echo840/OCRBench":
-                    score = float(m.ocrbench.ocrbench_process_results(doc, [pred])["ocrbench_accuracy"]["score"])
-                elif dataset == "lmms-lab-encoder/DocVQA":
-                    score = m.metrics.anls(doc["answers"], [pred.strip()])["anls"]
-                else:
-                    score = m.chartqa.chartqa_process_results(doc, [pred])["relaxed_overall"]
+                score = FAMILIES[dataset].score(m, doc, pred)
                 items.append({"whole": whole, "prediction": pred, "score": score})
         out[f"{task}/gemma4-mm-tiny"] = {"until": b["until"], "items": items}
     if not os.path.exists(SPEECH_DATA):
@@ -476,19 +504,17 @@ def main():
         "python": sys.version.split()[0],
         "unidata_version": unicodedata.unidata_version,
         "english_json_sha256": hashlib.sha256(open(spelling, "rb").read()).hexdigest(),
-        "ocrbench": ocrbench(m),
-        "anls": anls(m),
-        "relaxed": relaxed(m),
-        "normalizers": normalizers(m),
-        "wer": wer(m),
-        "predictions": predictions(m),
     }
+    for family in FAMILIES.values():
+        for section, fill in family.sections.items():
+            data[section] = fill(m)
+    data["predictions"] = predictions(m)
     runs = unicode_classes(args.classes)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=0)
         f.write("\n")
-    n = {k: len(data[k]["items"]) for k in ["ocrbench", "anls", "relaxed"]}
+    n = {k: len(v["items"]) for k, v in data.items() if isinstance(v, dict) and "items" in v}
     print(f"{args.out}: {n}, normalizers {len(data['normalizers'])}, wer corpora {len(data['wer'])}; "
           f"{args.classes}: {runs} runs", file=sys.stderr)
 

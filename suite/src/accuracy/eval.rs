@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
+use crate::accuracy::answer::{cut_at_stop, extract_answer};
 use crate::accuracy::scoring::{self, Scored};
-use crate::accuracy::task::{self, Item, ItemKind, Task};
+use crate::accuracy::task::{Item, ItemKind, Task};
 use crate::error::{Error, Result};
 use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::finite::{self, ExpectedVocab, NonFinite, VocabMismatch};
@@ -131,7 +132,7 @@ fn score_item(
                 logits = decoder.advance_token(&mut run, next)?;
             }
             let text = tokenizer.decode(&generated);
-            Ok(Ok(Scored::Answer(task::extract_answer(task.spec.answer_regex.as_deref(), task::cut_at_stop(&text, &kw.until)))))
+            Ok(Ok(Scored::Answer(extract_answer(task.spec.answer_regex.as_deref(), cut_at_stop(&text, &kw.until)))))
         }
     }
 }

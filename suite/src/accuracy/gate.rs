@@ -14,9 +14,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use crate::accuracy::scoring::Scored;
-use crate::accuracy::scoring::{self, Picks};
-use crate::accuracy::task::{Item, ItemKind, Metric};
+use crate::accuracy::policy::GatePolicy;
+use crate::accuracy::scoring::{self, Picks, Scored};
+use crate::accuracy::task::spec::Metric;
+use crate::accuracy::task::{Item, ItemKind};
 use crate::error::{At, Error, Result, bail};
 use crate::judge::golden::{Hex, Provenance};
 
@@ -133,59 +134,6 @@ pub struct Flip {
     pub got_margin: Option<f64>,
 }
 
-/// The numbers the gate decides by, printed with every verdict. Defaults: +-1 point net, McNemar at 0.05.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GatePolicy {
-    /// |accuracy(package) - accuracy(reference)| in points (0-100) may not exceed this.
-    #[serde(default = "one_point")]
-    pub max_delta_points: f64,
-    /// The paired test on the flips (McNemar's exact test, two-sided): the gate fails when the items lost and the
-    /// items gained are this unlikely to come from a package no worse and no better than the reference.
-    #[serde(default = "five_percent")]
-    pub flip_alpha: f64,
-    /// Optional: at most this many items (in points of the task) may change correctness at all, whichever way.
-    /// Flips that cancel exactly are no evidence of a shift for any paired test, but many of them can be a bug.
-    #[serde(default)]
-    pub max_flipped_points: Option<f64>,
-    /// A task too small to decide `max_delta_points` (one item moves accuracy more than that) fails instead of
-    /// warning. The trial sets it under `CI`.
-    #[serde(default)]
-    pub refuse_small: bool,
-}
-
-fn one_point() -> f64 {
-    1.0
-}
-
-fn five_percent() -> f64 {
-    0.05
-}
-
-impl Default for GatePolicy {
-    fn default() -> GatePolicy {
-        GatePolicy { max_delta_points: one_point(), flip_alpha: five_percent(), max_flipped_points: None, refuse_small: false }
-    }
-}
-
-impl GatePolicy {
-    /// Errors name `what` (the file and field the numbers come from).
-    pub fn validate(&self, what: &str) -> Result<()> {
-        if !(self.max_delta_points.is_finite() && self.max_delta_points >= 0.0) {
-            bail!("{what}: field `max_delta_points` is {}, expected a number >= 0", self.max_delta_points);
-        }
-        if !(self.flip_alpha > 0.0 && self.flip_alpha < 1.0) {
-            bail!("{what}: field `flip_alpha` is {}, expected a probability in (0, 1)", self.flip_alpha);
-        }
-        if let Some(m) = self.max_flipped_points
-            && !(m.is_finite() && m >= 0.0)
-        {
-            bail!("{what}: field `max_flipped_points` is {m}, expected a number >= 0");
-        }
-        Ok(())
-    }
-}
-
 /// McNemar's exact test, two-sided: the probability, were a flip equally likely to go either way, of a split of
 /// `lost + gained` flips at least as uneven as this one. 1 when nothing flipped.
 pub fn mcnemar_exact(lost: usize, gained: usize) -> f64 {
@@ -248,10 +196,49 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
     if items.len() != baseline.items.len() || got.len() != items.len() {
         bail!("the baseline has {} items, the task {} and the package answered {}", baseline.items.len(), items.len(), got.len());
     }
-    let mut ref_ok = Vec::with_capacity(items.len());
-    let mut got_ok = Vec::with_capacity(items.len());
-    let mut flips = Vec::new();
-    let mut max_diff: Option<f64> = None;
+    let sides = sides(items, got, baseline, metric)?;
+    let (reference, stderr_reference) = scoring::mean_stderr(&sides.ref_ok);
+    let (got_acc, stderr_got) = scoring::mean_stderr(&sides.got_ok);
+    let delta_points = 100.0 * (got_acc - reference);
+    let lost = sides.ref_ok.iter().zip(&sides.got_ok).filter(|(r, g)| **r && !**g).count();
+    let gained = sides.ref_ok.iter().zip(&sides.got_ok).filter(|(r, g)| !**r && **g).count();
+    let n = items.len();
+    let points_per_item = if n == 0 { f64::INFINITY } else { 100.0 / n as f64 };
+    let mut r = GateReport {
+        reference,
+        got: got_acc,
+        stderr_reference,
+        stderr_got,
+        delta_points,
+        policy: *policy,
+        pass: true,
+        flips: sides.flips,
+        lost,
+        gained,
+        flip_p_value: mcnemar_exact(lost, gained),
+        min_detectable_points: (min_significant_flips(policy.flip_alpha) as f64 * points_per_item).min(100.0),
+        points_per_item,
+        too_small: points_per_item > policy.max_delta_points + 1e-9,
+        reasons: Vec::new(),
+        max_loglik_diff: sides.max_diff,
+        n,
+    };
+    decide(&mut r);
+    Ok(r)
+}
+
+/// Every item judged on both sides: which were right, the answers that changed, and the largest log-likelihood
+/// difference.
+struct Sides {
+    ref_ok: Vec<bool>,
+    got_ok: Vec<bool>,
+    flips: Vec<Flip>,
+    max_diff: Option<f64>,
+}
+
+fn sides(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric) -> Result<Sides> {
+    let mut s =
+        Sides { ref_ok: Vec::with_capacity(items.len()), got_ok: Vec::with_capacity(items.len()), flips: Vec::new(), max_diff: None };
     for ((item, b), g) in items.iter().zip(&baseline.items).zip(got) {
         let reference = match &item.kind {
             ItemKind::MultipleChoice { choices, .. } => {
@@ -264,18 +251,18 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
         };
         if let (Scored::Choices(r), Scored::Choices(x)) = (&reference, g) {
             let d = r.iter().zip(x).map(|(a, b)| (a - b).abs()).filter(|d| !d.is_nan()).fold(0.0, f64::max);
-            max_diff = Some(max_diff.map_or(d, |m: f64| m.max(d)));
+            s.max_diff = Some(s.max_diff.map_or(d, |m: f64| m.max(d)));
         }
         let (rc, rwhich) = judge_item(item, &reference, metric);
         let (gc, gwhich) = judge_item(item, g, metric);
-        ref_ok.push(rc);
-        got_ok.push(gc);
+        s.ref_ok.push(rc);
+        s.got_ok.push(gc);
         if rwhich != gwhich {
             let margin = |s: &Scored, which: &str| match s {
                 Scored::Choices(l) => which.parse().ok().map(|i| scoring::margin(&metric_scores(item, l, metric), i)),
                 Scored::Answer(_) => None,
             };
-            flips.push(Flip {
+            s.flips.push(Flip {
                 doc: item.doc,
                 reference_margin: margin(&reference, &rwhich),
                 got_margin: margin(g, &gwhich),
@@ -286,21 +273,14 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
             });
         }
     }
-    let (reference, stderr_reference) = scoring::mean_stderr(&ref_ok);
-    let (got_acc, stderr_got) = scoring::mean_stderr(&got_ok);
-    let delta_points = 100.0 * (got_acc - reference);
-    let lost = ref_ok.iter().zip(&got_ok).filter(|(r, g)| **r && !**g).count();
-    let gained = ref_ok.iter().zip(&got_ok).filter(|(r, g)| !**r && **g).count();
-    let n = items.len();
-    let flip_p_value = mcnemar_exact(lost, gained);
-    let points_per_item = if n == 0 { f64::INFINITY } else { 100.0 / n as f64 };
-    let min_detectable_points = (min_significant_flips(policy.flip_alpha) as f64 * points_per_item).min(100.0);
-    let too_small = points_per_item > policy.max_delta_points + 1e-9;
+    Ok(s)
+}
 
-    let mut reasons = Vec::new();
-    let mut pass = true;
+/// The verdict from the report's numbers under its policy: `pass`, and a reason for each rule that fails or warns.
+fn decide(r: &mut GateReport) {
+    let (policy, n, points_per_item, delta_points) = (r.policy, r.n, r.points_per_item, r.delta_points);
     let net_ok = delta_points.abs() <= policy.max_delta_points + 1e-9;
-    if too_small {
+    if r.too_small {
         let need = (100.0 / policy.max_delta_points.max(1e-9)).ceil();
         let what = format!(
             "the task is too small to decide +-{:.2} points: one item moves accuracy {points_per_item:.2} points (n={n}; \
@@ -308,49 +288,32 @@ pub fn judge(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric
             policy.max_delta_points
         );
         if policy.refuse_small {
-            reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
-            pass = false;
+            r.reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
+            r.pass = false;
         } else {
-            reasons.push(format!("WARNING: {what}; the net rule is not applied, the flip test decides (under CI this fails)"));
+            r.reasons.push(format!("WARNING: {what}; the net rule is not applied, the flip test decides (under CI this fails)"));
         }
     } else if !net_ok {
-        reasons.push(format!("net delta {delta_points:+.2} points exceeds +-{:.2}", policy.max_delta_points));
-        pass = false;
+        r.reasons.push(format!("net delta {delta_points:+.2} points exceeds +-{:.2}", policy.max_delta_points));
+        r.pass = false;
     }
-    if flip_p_value < policy.flip_alpha {
-        reasons.push(format!(
+    let (lost, gained) = (r.lost, r.gained);
+    if r.flip_p_value < policy.flip_alpha {
+        r.reasons.push(format!(
             "the flips lean one way: {lost} lost, {gained} gained, McNemar exact p = {} < {} (a shift this uneven is not chance)",
-            fmt_p(flip_p_value),
+            fmt_p(r.flip_p_value),
             policy.flip_alpha
         ));
-        pass = false;
+        r.pass = false;
     }
     if let Some(m) = policy.max_flipped_points {
         let flipped = (lost + gained) as f64 * points_per_item;
         if flipped > m + 1e-9 {
-            reasons.push(format!("{} items changed correctness ({flipped:.2} points), more than max_flipped_points {m:.2}", lost + gained));
-            pass = false;
+            r.reasons
+                .push(format!("{} items changed correctness ({flipped:.2} points), more than max_flipped_points {m:.2}", lost + gained));
+            r.pass = false;
         }
     }
-    Ok(GateReport {
-        reference,
-        got: got_acc,
-        stderr_reference,
-        stderr_got,
-        delta_points,
-        policy: *policy,
-        pass,
-        flips,
-        lost,
-        gained,
-        flip_p_value,
-        min_detectable_points,
-        points_per_item,
-        too_small,
-        reasons,
-        max_loglik_diff: max_diff,
-        n,
-    })
 }
 
 /// A p-value as the gate prints it.

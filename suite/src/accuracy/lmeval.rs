@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::accuracy::task::{Doc, py_is_space};
+use crate::accuracy::doc::Doc;
+use crate::accuracy::include::{self, Included, inherit};
+use crate::accuracy::python_str::{py_capitalize, py_is_space};
 use crate::error::{Error, Result, bail};
 
 pub mod python_re;
@@ -85,32 +87,23 @@ pub fn is_lmeval(text: &str) -> bool {
     })
 }
 
-macro_rules! merge {
-    ($child:ident, $parent:ident; $($f:ident),*) => { $( if $child.$f.is_none() { $child.$f = $parent.$f; } )* };
+impl Included for Config {
+    fn take_include(&mut self) -> Option<String> {
+        self.include.take()
+    }
+
+    fn inherit(&mut self, parent: Config) {
+        let child = self;
+        inherit!(child, parent; task, dataset_path, dataset_name, dataset_kwargs, training_split, validation_split,
+            test_split, fewshot_split, process_docs, doc_to_text, doc_to_choice, doc_to_target, description,
+            target_delimiter, fewshot_delimiter, fewshot_config, num_fewshot, output_type, metric_list, generation_kwargs,
+            filter_list, use_prompt);
+    }
 }
 
 /// Reads an lm-eval task file with its `include:` chain (the included file first, this file's keys over it).
 pub fn load_config(path: &Path, shown: &str) -> Result<Config> {
-    let mut seen = Vec::new();
-    load_chain(path, shown, &mut seen)
-}
-
-fn load_chain(path: &Path, shown: &str, seen: &mut Vec<PathBuf>) -> Result<Config> {
-    if seen.contains(&path.to_path_buf()) || seen.len() > 16 {
-        bail!("{shown}: `include:` loops back to {}", path.display());
-    }
-    seen.push(path.to_path_buf());
-    let text = std::fs::read_to_string(path).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-    let mut c: Config = serde_saphyr::from_str(&text).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-    if let Some(inc) = c.include.take() {
-        let inc_path = path.parent().unwrap_or(Path::new(".")).join(&inc);
-        let p = load_chain(&inc_path, &format!("{shown}: include `{inc}`"), seen)?;
-        merge!(c, p; task, dataset_path, dataset_name, dataset_kwargs, training_split, validation_split, test_split,
-            fewshot_split, process_docs, doc_to_text, doc_to_choice, doc_to_target, description, target_delimiter,
-            fewshot_delimiter, fewshot_config, num_fewshot, output_type, metric_list, generation_kwargs, filter_list,
-            use_prompt);
-    }
-    Ok(c)
+    include::load_chain(path, shown)
 }
 
 /// A template-or-field the way lm-eval takes it, checked not to be Python.
@@ -168,15 +161,6 @@ fn hellaswag_preprocess(text: &str) -> String {
     let re = BRACKETS.get_or_init(|| regex::Regex::new(r"\[.*?\]").expect("a valid pattern"));
     let t = text.trim_matches(py_is_space).replace(" [title]", ". ");
     re.replace_all(&t, "").replace("  ", " ")
-}
-
-/// Python's `str.capitalize`: the first character upper case, the rest lower case.
-fn py_capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c.flat_map(char::to_lowercase)).collect(),
-        None => String::new(),
-    }
 }
 
 /// lm-eval's `tasks/hellaswag/utils.py`: `process_docs` on one document (`dataset.map` keeps the old columns).

@@ -16,11 +16,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::accuracy::gate::{GatePolicy, mcnemar_exact};
-use crate::accuracy::lmms::{self, Direction, Family, ItemScore, MediaItem, MediaTask};
+use crate::accuracy::answer::{cut_at_stop, first_stop};
+use crate::accuracy::gate::mcnemar_exact;
+use crate::accuracy::lmms::{Direction, Family, ItemScore, MediaItem, MediaTask, Scorer};
 use crate::accuracy::paired;
+use crate::accuracy::policy::GatePolicy;
 use crate::accuracy::protocol::Protocol;
-use crate::accuracy::task::{cut_at_stop, first_stop};
 use crate::error::{Result, bail};
 use crate::judge::golden::{Hex, Provenance};
 
@@ -174,14 +175,9 @@ pub fn scores(task: &MediaTask, items: &[MediaItem], outputs: &[Output], protoco
         .zip(outputs)
         .map(|(it, o)| {
             let text = if cut { cut_at_stop(&o.full, until) } else { &o.full };
-            lmms::score(task.family, it, protocol.answer(text))
+            task.family.scorer().score(it, protocol.answer(text))
         })
         .collect()
-}
-
-fn points(family: Family, metric: &str, scores: &[ItemScore]) -> f64 {
-    let v = lmms::aggregate(family, metric, scores);
-    if family == Family::LibriSpeech { v } else { 100.0 * v }
 }
 
 /// Judges the package's outputs against the reference's. Pure.
@@ -197,86 +193,118 @@ pub fn judge(
     if reference.len() != n || got.len() != n {
         bail!("the task has {n} items, the baseline {} and the package answered {}", reference.len(), got.len());
     }
-    let family = task.family;
+    let scorer = task.family.scorer();
     let metric = task.metric.as_str();
     let rs = scores(task, items, reference, protocol, true);
     let gs = scores(task, items, got, protocol, true);
-    let value = |s: &ItemScore| s.values.get(metric).copied();
     // OCRBench is gated on its raw share; lmms-eval's number (over 1,000) is reported beside it.
-    let (ref_points, got_points) = (gated_points(family, metric, &rs), gated_points(family, metric, &gs));
-    let raw_counts = (family == Family::OcrBench).then(|| (ocrbench_correct(metric, &rs), ocrbench_correct(metric, &gs), n));
-    let metrics = task.metrics.iter().map(|m| (m.clone(), (points(family, m, &rs), points(family, m, &gs)))).collect();
+    let (ref_points, got_points) = (scorer.gated_points(metric, &rs), scorer.gated_points(metric, &gs));
+    let raw_counts = scorer.raw_count(metric, &rs).zip(scorer.raw_count(metric, &gs)).map(|(r, g)| (r, g, n));
+    let metrics = task.metrics.iter().map(|m| (m.clone(), (scorer.points(m, &rs), scorer.points(m, &gs)))).collect();
     let sign = if task.direction == Direction::HigherIsBetter { 1.0 } else { -1.0 };
     // Per-item differences in the direction of "better", and each item's largest move of the task's metric.
-    let (diffs, units): (Vec<f64>, Vec<f64>) = match family {
-        Family::LibriSpeech => {
-            let words: usize = rs.iter().filter_map(|s| s.edits.as_ref().map(|e| e.words)).sum();
-            rs.iter()
-                .zip(&gs)
-                .map(|(r, g)| {
-                    let (re, ge) = (r.edits.map_or(0, |e| e.edits), g.edits.map_or(0, |e| e.edits));
-                    let rw = r.edits.map_or(0, |e| e.words);
-                    (sign * (ge as f64 - re as f64), 100.0 * rw as f64 / words.max(1) as f64)
-                })
-                .unzip()
-        }
-        _ => rs.iter().zip(&gs).filter_map(|(r, g)| Some((sign * (value(g)? - value(r)?), 100.0 / n.max(1) as f64))).unzip(),
-    };
+    let (diffs, units): (Vec<f64>, Vec<f64>) = rs
+        .iter()
+        .zip(&gs)
+        .zip(scorer.item_weights(&rs))
+        .filter_map(|((r, g), unit)| Some((sign * (scorer.item_value(metric, g)? - scorer.item_value(metric, r)?), unit)))
+        .unzip();
     let worse = diffs.iter().filter(|&&d| d < 0.0).count();
     let better = diffs.iter().filter(|&&d| d > 0.0).count();
-    let (p_value, test) = if family.binary() {
+    let (p_value, test) = if scorer.facts().binary {
         (mcnemar_exact(worse, better), "McNemar exact, two-sided".to_string())
     } else {
         let t = paired::sign_flip(&diffs);
         (t.p_value, t.method.to_string())
     };
-    let delta_points = got_points - ref_points;
-    let min_detectable_points = paired::min_detectable(&units, policy.flip_alpha).min(100.0);
-    let too_small = paired::too_small(&units, policy.max_delta_points);
-    let mut reasons = Vec::new();
-    let mut pass = true;
+    let mut r = MediaGateReport {
+        family: task.family,
+        metric: metric.to_string(),
+        direction: task.direction,
+        reference: ref_points,
+        got: got_points,
+        delta_points: got_points - ref_points,
+        metrics,
+        raw_counts,
+        policy: *policy,
+        pass: true,
+        worse,
+        better,
+        p_value,
+        test,
+        interval: paired::bootstrap_mean(&diffs),
+        min_detectable_points: paired::min_detectable(&units, policy.flip_alpha).min(100.0),
+        too_small: paired::too_small(&units, policy.max_delta_points),
+        flips: flips(scorer, metric, items, (reference, got), (&rs, &gs), protocol.stops(&task.until), protocol),
+        stop: stop_trap(task, items, (reference, got), (&rs, &gs), protocol),
+        reasons: Vec::new(),
+        n,
+    };
+    decide(&mut r, &diffs, &units);
+    Ok(r)
+}
+
+/// The verdict from the report's numbers under its policy: `pass`, and a reason for each rule that fails or warns.
+/// `diffs` and `units` are the paired test's per-item differences and each item's largest move, in points.
+fn decide(r: &mut MediaGateReport, diffs: &[f64], units: &[f64]) {
+    let (policy, metric, n, delta_points) = (r.policy, r.metric.clone(), r.n, r.delta_points);
     if !delta_points.is_finite() {
         // A corpus WER over no reference words is 0/0: nothing was measured, which must not read as a pass.
-        reasons.push(format!("{metric} is not a number (reference {ref_points}, package {got_points}): nothing was scored"));
-        pass = false;
-    } else if too_small {
+        r.reasons.push(format!("{metric} is not a number (reference {}, package {}): nothing was scored", r.reference, r.got));
+        r.pass = false;
+    } else if r.too_small {
         let what = format!(
             "the task is too small to decide +-{:.2} points: one item moves {metric} by up to {:.2} points (n={n})",
             policy.max_delta_points,
             units.iter().copied().fold(0.0, f64::max)
         );
         if policy.refuse_small {
-            reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
-            pass = false;
+            r.reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
+            r.pass = false;
         } else {
-            reasons.push(format!("WARNING: {what}; the net rule is not applied, the paired test decides (under CI this fails)"));
+            r.reasons.push(format!("WARNING: {what}; the net rule is not applied, the paired test decides (under CI this fails)"));
         }
     } else if delta_points.abs() > policy.max_delta_points + 1e-9 {
-        reasons.push(format!("net delta {delta_points:+.2} {metric} points exceeds +-{:.2}", policy.max_delta_points));
-        pass = false;
+        r.reasons.push(format!("net delta {delta_points:+.2} {metric} points exceeds +-{:.2}", policy.max_delta_points));
+        r.pass = false;
     }
-    if p_value < policy.flip_alpha {
-        reasons.push(format!(
-            "the changed items lean one way: {worse} worse, {better} better, p = {} < {} ({test})",
-            crate::accuracy::gate::fmt_p(p_value),
-            policy.flip_alpha
+    if r.p_value < policy.flip_alpha {
+        r.reasons.push(format!(
+            "the changed items lean one way: {} worse, {} better, p = {} < {} ({})",
+            r.worse,
+            r.better,
+            crate::accuracy::gate::fmt_p(r.p_value),
+            policy.flip_alpha,
+            r.test
         ));
-        pass = false;
+        r.pass = false;
     }
     if let Some(m) = policy.max_flipped_points {
-        let flipped: f64 = diffs.iter().zip(&units).filter(|(d, _)| **d != 0.0).map(|(_, u)| u).sum();
+        let flipped: f64 = diffs.iter().zip(units).filter(|(d, _)| **d != 0.0).map(|(_, u)| u).sum();
         if flipped > m + 1e-9 {
-            reasons.push(format!("{} items changed ({flipped:.2} points), more than max_flipped_points {m:.2}", worse + better));
-            pass = false;
+            r.reasons.push(format!("{} items changed ({flipped:.2} points), more than max_flipped_points {m:.2}", r.worse + r.better));
+            r.pass = false;
         }
     }
-    let until = protocol.stops(&task.until).to_vec();
-    let flips = items
+}
+
+/// The items whose score on the gated metric differs between the sides, with both answers (cut at `until`) and
+/// margins.
+fn flips(
+    scorer: &dyn Scorer,
+    metric: &str,
+    items: &[MediaItem],
+    (reference, got): (&[Output], &[Output]),
+    (rs, gs): (&[ItemScore], &[ItemScore]),
+    until: &[String],
+    protocol: &Protocol,
+) -> Vec<MediaFlip> {
+    items
         .iter()
         .enumerate()
         .filter_map(|(i, it)| {
-            let (r, g) = (item_value(family, metric, &rs[i]), item_value(family, metric, &gs[i]));
-            let (ro, go) = (protocol.answer(cut_at_stop(&reference[i].full, &until)), protocol.answer(cut_at_stop(&got[i].full, &until)));
+            let (r, g) = (scorer.item_value(metric, &rs[i]), scorer.item_value(metric, &gs[i]));
+            let (ro, go) = (protocol.answer(cut_at_stop(&reference[i].full, until)), protocol.answer(cut_at_stop(&got[i].full, until)));
             // An item without the metric on both sides (another split's) has no score to change.
             let (r, g) = (r?, g?);
             (r != g).then(|| MediaFlip {
@@ -289,31 +317,7 @@ pub fn judge(
                 got_margin: got[i].margin,
             })
         })
-        .collect();
-    let stop = stop_trap(task, items, (reference, got), (&rs, &gs), protocol);
-    Ok(MediaGateReport {
-        family,
-        metric: metric.to_string(),
-        direction: task.direction,
-        reference: ref_points,
-        got: got_points,
-        delta_points,
-        metrics,
-        raw_counts,
-        policy: *policy,
-        pass,
-        worse,
-        better,
-        p_value,
-        test,
-        interval: paired::bootstrap_mean(&diffs),
-        min_detectable_points,
-        too_small,
-        flips,
-        stop,
-        reasons,
-        n,
-    })
+        .collect()
 }
 
 /// A plumbing-only task (random weights: its scores decide nothing) held item for item: every output must be the
@@ -333,30 +337,6 @@ pub fn hold_outputs(r: &mut MediaGateReport, items: &[MediaItem], reference: &[O
     }
 }
 
-/// An item's value on the gated metric: its score, or for WER its word edits; `None` for an item the metric does
-/// not cover (a split metric's other split).
-fn item_value(family: Family, metric: &str, s: &ItemScore) -> Option<f64> {
-    match (family, &s.edits) {
-        (Family::LibriSpeech, Some(e)) => Some(e.edits as f64),
-        _ => s.values.get(metric).copied(),
-    }
-}
-
-/// The gated score in points: OCRBench's raw share (correct over n: its own score divides by 1,000, so a subset
-/// would under-report every change), else the task's aggregate.
-fn gated_points(family: Family, metric: &str, scores: &[ItemScore]) -> f64 {
-    if family == Family::OcrBench {
-        100.0 * ocrbench_correct(metric, scores) as f64 / scores.len().max(1) as f64
-    } else {
-        points(family, metric, scores)
-    }
-}
-
-/// How many OCRBench items are right.
-fn ocrbench_correct(metric: &str, scores: &[ItemScore]) -> usize {
-    scores.iter().filter(|x| x.values.get(metric).copied().unwrap_or(0.0) > 0.5).count()
-}
-
 /// Where the stop list changed a score: each side's items scored on the cut (`cut_scores`, as the judge scored
 /// them: reference, package) and on the whole output.
 fn stop_trap(
@@ -367,11 +347,11 @@ fn stop_trap(
     protocol: &Protocol,
 ) -> StopTrap {
     let until = protocol.stops(&task.until).to_vec();
-    let (family, metric) = (task.family, task.metric.as_str());
+    let (scorer, metric) = (task.family.scorer(), task.metric.as_str());
     let side = |outs: &[Output], cut: &[ItemScore], is_ref: bool, cuts: &mut Vec<StopCut>| -> (f64, f64) {
         let full = scores(task, items, outs, protocol, false);
         for (i, o) in outs.iter().enumerate() {
-            let (Some(c), Some(f)) = (item_value(family, metric, &cut[i]), item_value(family, metric, &full[i])) else { continue };
+            let (Some(c), Some(f)) = (scorer.item_value(metric, &cut[i]), scorer.item_value(metric, &full[i])) else { continue };
             if c != f {
                 let stop = first_stop(&o.full, &until);
                 cuts.push(StopCut {
@@ -383,7 +363,7 @@ fn stop_trap(
                 });
             }
         }
-        (gated_points(family, metric, cut), gated_points(family, metric, &full))
+        (scorer.gated_points(metric, cut), scorer.gated_points(metric, &full))
     };
     let mut cuts = Vec::new();
     let (reference_cut, reference_full) = side(reference, cut_scores.0, true, &mut cuts);

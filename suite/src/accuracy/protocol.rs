@@ -88,7 +88,7 @@ impl Protocol {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accuracy::task::cut_at_stop;
+    use crate::accuracy::answer::cut_at_stop;
 
     fn p() -> Protocol {
         Protocol {

@@ -152,7 +152,7 @@ pub struct AccuracyEntry {
     /// An lm-eval task file's dataset folder (laid out like the dataset's repository), relative to the suite
     /// root; without it, the Hugging Face hub cache.
     pub data: Option<String>,
-    pub overrides: crate::accuracy::task::Overrides,
+    pub overrides: crate::accuracy::resolve::Overrides,
 }
 
 impl<'de> Deserialize<'de> for AccuracyEntry {
@@ -169,7 +169,7 @@ impl<'de> Deserialize<'de> for AccuracyEntry {
         };
         let task = text("task")?.ok_or_else(|| D::Error::missing_field("task"))?;
         let data = text("data")?;
-        let overrides = crate::accuracy::task::Overrides::deserialize(Value::Object(map))
+        let overrides = crate::accuracy::resolve::Overrides::deserialize(Value::Object(map))
             .map_err(|e| D::Error::custom(format!("{e}, or `task` or `data`")))?;
         Ok(AccuracyEntry { task, data, overrides })
     }
@@ -186,10 +186,10 @@ impl AccuracyTask {
 
     /// What the case says about the task; the data folder resolved against `root` (the one place it is), read
     /// outside the root only when the case sets `external_paths`.
-    pub fn source(&self, root: &Path, external_paths: bool) -> crate::accuracy::task::Source {
+    pub fn source(&self, root: &Path, external_paths: bool) -> crate::accuracy::resolve::Source {
         match self {
-            AccuracyTask::File(_) => crate::accuracy::task::Source::with_external_paths(external_paths),
-            AccuracyTask::With(e) => crate::accuracy::task::Source {
+            AccuracyTask::File(_) => crate::accuracy::resolve::Source::with_external_paths(external_paths),
+            AccuracyTask::With(e) => crate::accuracy::resolve::Source {
                 data: e.data.as_ref().map(|d| root.join(d)),
                 overrides: e.overrides.clone(),
                 external_paths,

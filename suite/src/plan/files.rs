@@ -4,7 +4,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::accuracy::{lmeval, lmms, media_gate, task::TaskSpec};
+use crate::accuracy::resolve::{TaskKind, task_name};
+use crate::accuracy::task::spec::TaskSpec;
+use crate::accuracy::{include, lmeval, lmms, media_gate};
 use crate::plan::case::{AccuracyTask, Case, Location, Variant};
 use crate::plan::suite::Suite;
 use crate::vocab::{Dtype, Level, TrialId};
@@ -77,7 +79,7 @@ impl Suite {
             own.push(self.dist_golden_path(case));
         }
         for entry in &case.spec.accuracy {
-            let baseline = self.baseline_path(&task_name(entry), &case.name);
+            let baseline = self.baseline_path(&task_name(entry.file()), &case.name);
             own.push(media_gate::inputs_path(&baseline));
             own.push(baseline);
         }
@@ -131,7 +133,11 @@ impl Suite {
         let (root, file) = (&self.root, entry.file());
         let path = root.join(file);
         let source = entry.source(root, case.spec.external_paths);
-        let mut out = include_chain(&path, source.is_multimodal(root, file));
+        // The task file and its `include:` chain, each read as the task's loader reads it.
+        let mut out = match TaskKind::of(root, file, &source) {
+            TaskKind::Media => include::chain_files::<lmms::config::Config>(&path),
+            TaskKind::Text => include::chain_files::<lmeval::Config>(&path),
+        };
         out.extend(source.data);
         match std::fs::read_to_string(&path) {
             Ok(text) if !lmeval::is_lmeval(&text) => {
@@ -172,34 +178,6 @@ impl Suite {
     fn holds(&self, p: &Path) -> bool {
         p.strip_prefix(&self.root).is_ok_and(|rel| !rel.components().any(|c| matches!(c, Component::ParentDir)))
     }
-}
-
-/// The name a task's trials and baselines go by: its file's stem, as the plan names it.
-fn task_name(entry: &AccuracyTask) -> String {
-    Path::new(entry.file()).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string()
-}
-
-/// The task file and each file its `include:` chain names, each read as the task's loader reads it (lmms-eval's
-/// fields for a multimodal task, lm-eval's otherwise), relative to the including file's folder. A file that does
-/// not read, or a loop, ends the chain: the task's trials fail on it in any root alike.
-fn include_chain(first: &Path, multimodal: bool) -> Vec<PathBuf> {
-    let include = |p: &Path| -> Option<String> {
-        let text = std::fs::read_to_string(p).ok()?;
-        match multimodal {
-            true => serde_saphyr::from_str::<lmms::Config>(&text).ok()?.include,
-            false => serde_saphyr::from_str::<lmeval::Config>(&text).ok()?.include,
-        }
-    };
-    let mut chain = vec![first.to_path_buf()];
-    while let Some(inc) = chain.last().and_then(|p| include(p)) {
-        let last = chain.last().map(PathBuf::as_path).unwrap_or(first);
-        let next = last.parent().unwrap_or(Path::new(".")).join(inc);
-        if chain.contains(&next) || chain.len() > 16 {
-            break;
-        }
-        chain.push(next);
-    }
-    chain
 }
 
 #[cfg(test)]

@@ -200,13 +200,11 @@ pub enum TrialKind {
         variant: Variant,
         level: Level,
     },
-    /// The accuracy gate: one benchmark task (its YAML file, and its name) on one variant.
+    /// The accuracy gate: one benchmark task on one variant, resolved once when planned (its file, its name, what
+    /// the case says of it, and which gate runs it).
     Accuracy {
         case: Arc<Case>,
-        task: String,
-        task_name: String,
-        /// What the case says about the task (data folder, overrides).
-        source: Box<crate::accuracy::task::Source>,
+        task: Box<crate::accuracy::resolve::ResolvedTask>,
         variant: Variant,
         /// The gate's level: the task through the suite's own runner, or a media task's items through onnxruntime-genai.
         level: Level,

@@ -3,6 +3,8 @@
 use super::Trial;
 use crate::accuracy::eval::{self, Unjudgeable};
 use crate::accuracy::gate;
+use crate::accuracy::policy::GatePolicy;
+use crate::accuracy::resolve::{ResolvedTask, TaskKind};
 use crate::error::{Error, Result};
 use crate::level::gate::judged::{TextJudged, text_numbers};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
@@ -10,12 +12,13 @@ use crate::paths;
 
 impl Trial<'_> {
     /// The accuracy gate on one task: the package's benchmark accuracy against the reference's baseline.
-    pub(super) fn run_accuracy(&self, task_file: &str, task_name: &str, source: &crate::accuracy::task::Source) -> Result<Outcome> {
+    pub(super) fn run_accuracy(&self, task: &ResolvedTask) -> Result<Outcome> {
         let (provider, package) = match self.placement() {
             Ok(p) => p,
             Err(skip) => return Ok(skip),
         };
-        if source.is_multimodal(&self.suite.root, task_file) {
+        let (task_file, task_name, source) = (task.file.as_str(), task.name.as_str(), &task.source);
+        if task.kind == TaskKind::Media {
             return self.run_media_accuracy(provider, &package, task_file, task_name, source);
         }
         // (A task file that is not there is the loader's to name, after the baseline.)
@@ -62,7 +65,7 @@ impl Trial<'_> {
             });
         }
         let got = scoring.scored;
-        let policy = task.spec.gate_policy(self.ctx.ci);
+        let policy = GatePolicy::for_task(task.spec.thresholds(), self.ctx.ci);
         let r = gate::judge(items, &got, &baseline, task.spec.metric, &policy).map_err(|e| e.context(&baseline_file))?;
         let message = crate::level::gate::render::text_message(self.name, task.spec.metric, &r, &baseline_file, &self.regenerate());
         Ok(Outcome {

@@ -5,8 +5,9 @@
 //! (which levels `level:` may select, which failures an xfail entry's levels give, that each entry names a trial)
 //! are made here, where the levels are known; a case that fails one plans its trials failing, as a broken case.
 
-use std::path::Path;
 use std::sync::Arc;
+
+use crate::accuracy::resolve::{ResolvedTask, TaskKind};
 
 use crate::error::Error;
 use crate::level::{self, Kind};
@@ -61,22 +62,12 @@ fn case_trials(suite: &Suite, case: &Arc<Case>, prefix: &str) -> Result<Vec<Tria
 fn matrix(suite: &Suite, case: &Arc<Case>, prefix: &str) -> Vec<TrialSpec> {
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
-        let task = entry.file();
-        let task_name = Path::new(task).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string();
-        let source = entry.source(&suite.root, case.spec.external_paths);
-        let media = source.is_multimodal(&suite.root, task);
+        let task = ResolvedTask::new(&suite.root, entry.file(), entry.source(&suite.root, case.spec.external_paths));
         for variant in case.variants(&suite.root) {
-            for kind in level::ALL.iter().filter(|k| k.planned_for_task(media)) {
+            for kind in level::ALL.iter().filter(|k| k.planned_for_task(task.kind == TaskKind::Media)) {
                 let (ep, dtype, level) = (variant.ep, variant.dtype, kind.level());
-                let id = TrialId::Accuracy { task: task_name.clone(), case: prefix.to_string(), ep, dtype, level };
-                let kind = TrialKind::Accuracy {
-                    case: case.clone(),
-                    task: task.to_string(),
-                    task_name: task_name.clone(),
-                    source: Box::new(source.clone()),
-                    variant: variant.clone(),
-                    level,
-                };
+                let id = TrialId::Accuracy { task: task.name.clone(), case: prefix.to_string(), ep, dtype, level };
+                let kind = TrialKind::Accuracy { case: case.clone(), task: Box::new(task.clone()), variant: variant.clone(), level };
                 out.push(TrialSpec::new(id, kind));
             }
         }
@@ -198,7 +189,7 @@ mod tests {
     use super::*;
 
     fn suite() -> Suite {
-        Suite::open(Path::new("/nonexistent-suite-root"))
+        Suite::open(std::path::Path::new("/nonexistent-suite-root"))
     }
 
     #[test]

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::Trial;
 use crate::accuracy::lmms::{Media, MediaItem, MediaTask, Medium};
 use crate::accuracy::media_gate::{self, MediaBaseline, Output};
+use crate::accuracy::policy::GatePolicy;
 use crate::accuracy::protocol::{MediaRule, Protocol};
-use crate::accuracy::task::Source;
+use crate::accuracy::resolve::Source;
 use crate::context::SpeechDecode;
 use crate::error::{Error, Result, bail};
 use crate::feed::generation_config::{self, GenerationConfig};
@@ -164,12 +165,7 @@ impl Trial<'_> {
         }
         let reference: Vec<Output> =
             baseline.items.iter().map(|b| Output { full: b.full.clone(), margin: b.margin.map(|h| h.0) }).collect();
-        let policy = crate::accuracy::gate::GatePolicy {
-            max_delta_points: source.overrides.max_delta_points.unwrap_or(1.0),
-            flip_alpha: source.overrides.flip_alpha.unwrap_or(0.05),
-            max_flipped_points: source.overrides.max_flipped_points,
-            refuse_small: self.ctx.ci,
-        };
+        let policy = GatePolicy::for_task(source.overrides.thresholds(), self.ctx.ci);
         policy.validate(&what)?;
         let mut r = media_gate::judge(task, items, &reference, &got, &protocol, &policy).map_err(|e| e.context(&baseline_file))?;
         if source.overrides.plumbing_only {

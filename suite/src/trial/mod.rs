@@ -84,9 +84,9 @@ pub fn run(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
             let outcome = t.run().unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
             Outcome { regenerate: Some(t.regenerate()), ..t.apply_xfail(outcome) }
         }
-        TrialKind::Accuracy { case, task, task_name, source, variant, level } => {
+        TrialKind::Accuracy { case, task, variant, level } => {
             let t = Trial { suite, id: &spec.id, name: &spec.name, case, modality: Modality::Text, variant, level: *level, ctx };
-            let outcome = t.run_accuracy(task, task_name, source).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
+            let outcome = t.run_accuracy(task).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
             Outcome { regenerate: Some(t.regenerate()), ..t.apply_xfail(outcome) }
         }
     }

@@ -6,9 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem, Scored};
-use mobius_conformance::accuracy::scoring;
-use mobius_conformance::accuracy::task::{self, Item, ItemKind, Metric, OutputType, Task};
+use mobius_conformance::accuracy::answer::{cut_at_stop, extract_answer};
+use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem};
+use mobius_conformance::accuracy::resolve::{ResolvedTask, TaskKind, task_name};
+use mobius_conformance::accuracy::scoring::{self, Scored};
+use mobius_conformance::accuracy::task::spec::{Metric, OutputType};
+use mobius_conformance::accuracy::task::{Item, ItemKind, Task};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::judge::golden::Hex;
 use mobius_conformance::paths::relative;
@@ -70,8 +73,9 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
     let root = &suite.root;
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
-        let file = entry.file();
-        if entry.source(root, case.spec.external_paths).is_multimodal(root, file) {
+        let resolved = ResolvedTask::new(root, entry.file(), entry.source(root, case.spec.external_paths));
+        let file = resolved.file.as_str();
+        if resolved.kind == TaskKind::Media {
             continue; // an lmms-eval task: media_baselines
         }
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
@@ -81,9 +85,9 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
             .resolve("tokenizer.json")
             .map_err(|e| e.to_string())?;
         let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
-        let task = Task::load_with(root, file, &entry.source(root, case.spec.external_paths)).map_err(|e| e.to_string())?;
+        let task = Task::load_with(root, file, &resolved.source).map_err(|e| e.to_string())?;
         let items = task.items(&tokenizer).map_err(|e| e.to_string())?;
-        let name = task_name(file);
+        let name = resolved.name.clone();
         let raw = work.join(format!("baseline.{name}.{}.safetensors", case.name));
         let mut requests = Vec::new();
         let mut generate = Vec::new();
@@ -108,10 +112,6 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
         out.push((spec, BaselineJob { case: case.clone(), task, items, raw, out: out_path }));
     }
     Ok(out)
-}
-
-pub fn task_name(file: &str) -> String {
-    Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("task").to_string()
 }
 
 /// Derives the baseline from the reference's raw outputs; returns it and the report lines.
@@ -159,7 +159,7 @@ fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, String
                 let n = *lens.get(i).ok_or("fewer generations than items")? as usize;
                 let row = &ids[i * width..i * width + n];
                 let text = tokenizer.decode(row);
-                let answer = task::extract_answer(spec.answer_regex.as_deref(), task::cut_at_stop(&text, &until));
+                let answer = extract_answer(spec.answer_regex.as_deref(), cut_at_stop(&text, &until));
                 items.push(BaselineItem { logliks: Vec::new(), answer: Some(answer.clone()) });
                 scored.push(Scored::Answer(answer));
             }

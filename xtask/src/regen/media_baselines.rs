@@ -8,9 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use mobius_conformance::accuracy::lmms::{self, Media, MediaItem, MediaTask, Medium};
+use mobius_conformance::accuracy::lmms::{Media, MediaItem, MediaTask, Medium};
 use mobius_conformance::accuracy::media_gate::{self, MediaBaseline, MediaBaselineItem, Output};
 use mobius_conformance::accuracy::protocol::Protocol;
+use mobius_conformance::accuracy::resolve::{ResolvedTask, TaskKind, task_name};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::judge::golden::Hex;
 use mobius_conformance::paths::relative;
@@ -71,10 +72,10 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
     let root = &suite.root;
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
-        let file = entry.file();
-        let source = entry.source(root, case.spec.external_paths);
+        let resolved = ResolvedTask::new(root, entry.file(), entry.source(root, case.spec.external_paths));
+        let (file, source) = (resolved.file.as_str(), &resolved.source);
         // The rule the trials follow, so regen writes the baseline the gate will read.
-        if !source.is_multimodal(root, file) {
+        if resolved.kind != TaskKind::Media {
             continue;
         }
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
@@ -85,7 +86,7 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
             .validate(&format!("{}: accuracy `{file}` field `protocol`", case.file), task.family.medium() == Medium::Audio)
             .map_err(|e| e.to_string())?;
         let items = task.items().map_err(|e| e.to_string())?;
-        let name = super::baselines::task_name(file);
+        let name = resolved.name.clone();
         let media_path = work.join(format!("media.{name}.{}.safetensors", case.name));
         let raw = work.join(format!("lmms.{name}.{}.safetensors", case.name));
         write_media(&items, &media_path)?;
@@ -163,8 +164,8 @@ fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Vec<u8
     }
     let until = job.protocol.stops(&job.task.until).to_vec();
     let scores = media_gate::scores(&job.task, &job.items, &outputs, &job.protocol, true);
-    let score = lmms::aggregate(job.task.family, &job.task.metric, &scores);
-    let name = super::baselines::task_name(&job.task.file);
+    let score = job.task.family.scorer().aggregate(&job.task.metric, &scores);
+    let name = task_name(&job.task.file);
     let baseline = MediaBaseline {
         task: name.clone(),
         model: job.case.name.clone(),

@@ -5,7 +5,7 @@
 //! `str.upper()` (so "ß" counts two). The item scores 1 minus the smallest such distance, set to 0 when below 0.5
 //! (`< 0.5`: exactly 0.5 is kept). The task is the mean over items.
 
-use super::normalizer::{py_lower, py_split, py_strip};
+use crate::accuracy::python_str::{py_lower, py_split, py_strip};
 
 /// The metric itself, `anls(references, [prediction])["anls"]`; no answers score 0 (lmms-eval would raise).
 pub fn anls(prediction: &str, answers: &[String]) -> f64 {

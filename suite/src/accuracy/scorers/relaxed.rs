@@ -7,7 +7,7 @@
 //! digits, exponents, `inf` and `nan`; "1,000" is not one. Otherwise, and for a target of 0, the two must be equal
 //! once lowercased. The prediction is scored as generated (no strip).
 
-use super::normalizer::{py_decimal, py_is_space, py_lower};
+use crate::accuracy::python_str::{py_decimal, py_is_space, py_lower};
 
 /// `relaxed_overall`, kept for every item.
 pub const OVERALL: &str = "relaxed_overall";

@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::normalizer::{EnglishTextNormalizer, basic_normalize, py_is_punctuation, py_lower, py_split};
+use super::normalizer::basic::basic_normalize;
+use super::normalizer::english::EnglishTextNormalizer;
+use crate::accuracy::python_str::{py_is_punctuation, py_lower, py_split};
 
 /// One utterance's word edits against its reference's word count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::accuracy::gate::{GateReport, fmt_p, min_significant_flips};
 use crate::accuracy::lmms::{Direction, MediaTask};
 use crate::accuracy::media_gate::MediaGateReport;
 use crate::accuracy::protocol::Protocol;
-use crate::accuracy::task::Metric;
+use crate::accuracy::task::spec::Metric;
 use crate::outcome::{Judgement, NumbersTable, Outcome};
 use crate::report::html;
 use crate::report::markup::escape;

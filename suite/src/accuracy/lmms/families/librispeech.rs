@@ -1,0 +1,76 @@
+//! LibriSpeech (`tasks/librispeech/utils.py`): a fixed instruction for the audio, each utterance's word edits
+//! against its `gt` ([`wer`]), and the task's number the corpus WER (all edits over all reference words, x100), in
+//! points already, lower better. The paired test compares word edits, each utterance weighed by its words.
+
+use crate::accuracy::doc::{self, Doc};
+use crate::accuracy::lmms::{Direction, Facts, HookKind, ItemScore, MediaItem, Medium, Scorer};
+use crate::accuracy::scorers::wer;
+use crate::error::Result;
+
+pub struct LibriSpeech;
+
+const FACTS: Facts = Facts {
+    name: "librispeech",
+    datasets: &["lmms-lab/librispeech", "lmms-lab-audio/librispeech"],
+    hooks: &[
+        ("utils.librispeech_doc_to_audio", HookKind::DocToVisual),
+        ("utils.librispeech_doc_to_text", HookKind::DocToText),
+        ("utils.librispeech_doc_to_target", HookKind::DocToTarget),
+        ("utils.librispeech_process_result", HookKind::ProcessResults),
+        ("utils.librispeech_wer", HookKind::Aggregation),
+    ],
+    target: "gt",
+    medium: Medium::Audio,
+    metrics: &[("wer", Direction::LowerIsBetter)],
+    binary: false,
+};
+
+impl Scorer for LibriSpeech {
+    fn facts(&self) -> &'static Facts {
+        &FACTS
+    }
+
+    fn question(&self, _d: &Doc, pre: &str, post: &str) -> Result<String> {
+        Ok(format!("{pre}Please recognize the speech and only output the recognized content:{post}"))
+    }
+
+    /// The one transcript, a string.
+    fn answers(&self, d: &Doc) -> Result<Vec<String>> {
+        Ok(vec![doc::text(d, "gt")?])
+    }
+
+    /// The document's `task` (`asr_en`).
+    fn kind(&self, d: &Doc) -> Result<String> {
+        doc::text(d, "task")
+    }
+
+    fn score(&self, item: &MediaItem, prediction: &str) -> ItemScore {
+        let e = wer::utterance(&item.answers[0], prediction);
+        let value = if e.words == 0 { 0.0 } else { 100.0 * e.edits as f64 / e.words as f64 };
+        ItemScore { values: [("wer".to_string(), value)].into(), edits: Some(e) }
+    }
+
+    /// `librispeech_wer`: corpus WER.
+    fn aggregate(&self, _metric: &str, scores: &[ItemScore]) -> f64 {
+        wer::corpus(&scores.iter().filter_map(|s| s.edits).collect::<Vec<_>>())
+    }
+
+    /// WER is in points already.
+    fn points(&self, metric: &str, scores: &[ItemScore]) -> f64 {
+        self.aggregate(metric, scores)
+    }
+
+    /// An utterance's word edits.
+    fn item_value(&self, metric: &str, s: &ItemScore) -> Option<f64> {
+        match &s.edits {
+            Some(e) => Some(e.edits as f64),
+            None => s.values.get(metric).copied(),
+        }
+    }
+
+    /// An utterance moves the corpus WER by up to its share of the reference words.
+    fn item_weights(&self, reference: &[ItemScore]) -> Vec<f64> {
+        let words: usize = reference.iter().filter_map(|s| s.edits.as_ref().map(|e| e.words)).sum();
+        reference.iter().map(|r| 100.0 * r.edits.map_or(0, |e| e.words) as f64 / words.max(1) as f64).collect()
+    }
+}
