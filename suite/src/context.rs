@@ -2,11 +2,14 @@
 //! that needs one. The library's stages never read `CI` or the other settings themselves, so tests set each field
 //! both ways on any machine.
 
+use std::path::PathBuf;
+
 use crate::error::{Error, Result};
 use crate::vocab::Device;
 
-/// What a run is told from outside: whether it gates a merge, whether absent models fail, and where it runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a run is told from outside: whether it gates a merge, whether absent models fail, where it runs, and where it
+/// finds what it loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunContext {
     /// Pre-merge gating (`CI` set): a missing golden, baseline, inputs file or real-tier package fails instead of
     /// skipping; `ci_skip_reason` skips; snapshots are never written; a gate too small to decide fails.
@@ -27,6 +30,52 @@ pub struct RunContext {
     pub intra_threads: usize,
     /// How many sessions the process keeps alive (`MOBIUS_MAX_SESSIONS`, default 64).
     pub max_sessions: usize,
+    /// Where the runtime libraries, their installs and the interpreter that installs them are.
+    pub places: Places,
+    /// The Hugging Face hub: its cache and whether a missing model may be downloaded.
+    pub hub: Hub,
+}
+
+/// Where the run finds what it loads and installs, where the environment says so; `None`: the suite's own place.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Places {
+    /// `ORT_DYLIB_PATH`: an ONNX Runtime library to load instead of the locked wheel's.
+    pub ort_library: Option<PathBuf>,
+    /// `GENAI_DYLIB_PATH`: an onnxruntime-genai library to load instead of the locked wheel's.
+    pub genai_library: Option<PathBuf>,
+    /// `CARGO_TARGET_DIR`: the build folder, under which the locked wheels are installed (else the workspace's
+    /// `target/`).
+    pub target_dir: Option<PathBuf>,
+    /// `PYTHON`: the interpreter whose pip installs them (else `python3`).
+    pub python: Option<String>,
+}
+
+/// The Hugging Face hub as this run sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hub {
+    /// The hub cache, resolved once by [`hub_cache`]: where a case's `hf://` package and a task's dataset are looked up.
+    pub cache: PathBuf,
+    /// `MOBIUS_HF_DOWNLOAD=1` and not `HF_HUB_OFFLINE=1`: a package missing from the cache is downloaded.
+    pub download: bool,
+}
+
+impl Hub {
+    /// The hub as a run that is told nothing sees it: `huggingface_hub`'s default cache, no downloads.
+    pub fn local() -> Hub {
+        Hub { cache: hub_cache(|_| None), download: false }
+    }
+}
+
+/// The hub cache folder, by `huggingface_hub`'s rules: `HF_HUB_CACHE` (or its older name `HUGGINGFACE_HUB_CACHE`),
+/// else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`. `env` reads a
+/// variable (empty counts as unset). The one place the suite decides where the cache is.
+pub fn hub_cache(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("HF_HUB_CACHE")
+        .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
+        .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| var("XDG_CACHE_HOME").map(|x| x.join("huggingface").join("hub")))
+        .unwrap_or_else(|| hf_hub::Cache::default().path().clone())
 }
 
 /// How the speech gate runs a package's greedy decoding. Both give the package's own greedy tokens (see
@@ -62,6 +111,8 @@ impl RunContext {
             speech_decode: SpeechDecode::Drafted,
             intra_threads: 1,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            places: Places::default(),
+            hub: Hub::local(),
         }
     }
 
@@ -78,6 +129,13 @@ impl RunContext {
             speech_decode: SpeechDecode::parse(var("MOBIUS_SPEECH_DECODE").as_deref())?,
             intra_threads: parse_intra_threads(var("MOBIUS_INTRA_THREADS").as_deref(), cores)?,
             max_sessions: parse_max_sessions(var("MOBIUS_MAX_SESSIONS").as_deref())?,
+            places: Places {
+                ort_library: var("ORT_DYLIB_PATH").map(PathBuf::from),
+                genai_library: var("GENAI_DYLIB_PATH").map(PathBuf::from),
+                target_dir: var("CARGO_TARGET_DIR").filter(|v| !v.is_empty()).map(PathBuf::from),
+                python: var("PYTHON").filter(|v| !v.is_empty()),
+            },
+            hub: Hub { cache: hub_cache(var), download: on(var("MOBIUS_HF_DOWNLOAD").as_deref()) && !on(var("HF_HUB_OFFLINE").as_deref()) },
         })
     }
 
@@ -94,6 +152,11 @@ pub enum SnapshotMode {
     NoUpdate,
     /// Locally: the new output beside the committed one, as `.snap.new`, for `cargo insta review`.
     WriteNew,
+}
+
+/// `1` or `true` (any case): a switch the Hugging Face tools read that way.
+fn on(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
 /// `CI` as CI systems set it (`true`, `1`, a system's name): set and not empty, `0` or `false`, means a CI run.

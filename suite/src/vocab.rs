@@ -80,10 +80,10 @@ impl Ep {
     }
 }
 
-/// Declares the levels' ids, each with its name in trial names and case files, once: what a level does lives in its
-/// own module under `level/`, listed in `level::ALL`.
+/// Declares the levels' ids, each with its name in trial names and case files and its short label in the reports'
+/// matrix, once: what a level does lives in its own module under `level/`, listed in `level::ALL`.
 macro_rules! levels {
-    ($($(#[$doc:meta])* $id:ident => $name:literal,)*) => {
+    ($($(#[$doc:meta])* $id:ident => $name:literal ($short:literal),)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Level {
             $($(#[$doc])* $id,)*
@@ -105,27 +105,34 @@ macro_rules! levels {
                     _ => None,
                 }
             }
+
+            /// The label of its mark in the reports' matrix (a gate's follows its task's name; empty: the name alone).
+            pub fn short(self) -> &'static str {
+                match self {
+                    $(Level::$id => $short,)*
+                }
+            }
         }
     };
 }
 
 levels! {
     /// Prefill: the last position's logits over the vocabulary, and every stored prompt position's, against the reference.
-    L4 => "L4",
+    L4 => "L4" ("L4"),
     /// Greedy generation with the KV cache: tokens and step logits against the reference's.
-    L5 => "L5",
+    L5 => "L5" ("L5"),
     /// The vision encoder's features against the reference's, and that they reach the decoder.
-    VisionEncoder => "vision_encoder",
+    VisionEncoder => "vision_encoder" ("vision"),
     /// The same for the audio encoder.
-    AudioEncoder => "audio_encoder",
+    AudioEncoder => "audio_encoder" ("audio"),
     /// The accuracy gate on a benchmark task.
-    Accuracy => "accuracy",
+    Accuracy => "accuracy" (""),
     /// The package as onnxruntime-genai runs it.
-    Genai => "genai",
+    Genai => "genai" ("genai"),
     /// The multimodal accuracy gate with every item through onnxruntime-genai's own processor and generator.
-    AccuracyGenai => "accuracy_genai",
+    AccuracyGenai => "accuracy_genai" ("genai"),
     /// The next-token distributions over a teacher-forced corpus against the fp32 reference's.
-    Dist => "dist",
+    Dist => "dist" ("dist"),
 }
 
 impl Level {

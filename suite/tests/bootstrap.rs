@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use mobius_conformance::context::Places;
 use mobius_conformance::run::bootstrap::{CUDA_LIBRARIES, Flavor, install_locked, locate, preload_cuda_libraries};
 
 /// `(name, version, sha256 hashes)` of every requirement in a lock, continuation lines joined.
@@ -85,7 +86,7 @@ fn a_tampered_hash_is_refused() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let e = install_locked(&lock, &dest).unwrap_err().to_string();
+    let e = install_locked(&lock, &dest, &Places::default()).unwrap_err().to_string();
     assert!(e.contains("--require-hashes") && e.to_lowercase().contains("hash"), "{e}");
     assert!(!dest.exists(), "nothing half-installed is left behind");
 }
@@ -111,13 +112,13 @@ fn put(root: &Path, rel: &str, bytes: &[u8]) -> PathBuf {
 #[test]
 fn no_nvidia_libraries_means_nothing_preloaded_and_no_error() {
     let (root, lib) = fake_tree("none");
-    assert_eq!(preload_cuda_libraries(&lib).unwrap(), Vec::<PathBuf>::new(), "no nvidia/ folder");
+    assert_eq!(preload_cuda_libraries(&lib, &Places::default()).unwrap(), Vec::<PathBuf>::new(), "no nvidia/ folder");
     // A folder with only files the preload does not take: interposers, cuDNN's sub-libraries, static archives.
     put(&root, "nvidia/cu13/lib/libnvblas.so.13", b"not a library");
     put(&root, "nvidia/cu13/lib/libcudart_static.a", b"not a library");
     put(&root, "nvidia/cudnn/lib/libcudnn_ops.so.9", b"not a library");
     fs::create_dir_all(root.join("nvidia/cu13/include")).unwrap();
-    assert_eq!(preload_cuda_libraries(&lib).unwrap(), Vec::<PathBuf>::new());
+    assert_eq!(preload_cuda_libraries(&lib, &Places::default()).unwrap(), Vec::<PathBuf>::new());
     fs::remove_dir_all(&root).unwrap();
 }
 
@@ -127,7 +128,7 @@ fn no_nvidia_libraries_means_nothing_preloaded_and_no_error() {
 fn a_library_that_does_not_load_is_an_error_naming_the_file() {
     let (root, lib) = fake_tree("bogus");
     let bogus = put(&root, "nvidia/cu13/lib/libcublas.so.13", b"this is not an ELF file");
-    let e = preload_cuda_libraries(&lib).unwrap_err().to_string();
+    let e = preload_cuda_libraries(&lib, &Places::default()).unwrap_err().to_string();
     assert!(e.contains(&bogus.display().to_string()), "{e}");
     assert!(e.contains("CUDA execution provider"), "{e}");
     fs::remove_dir_all(&root).unwrap();
@@ -137,7 +138,7 @@ fn a_library_that_does_not_load_is_an_error_naming_the_file() {
 /// from every `nvidia/*/lib`, in `CUDA_LIBRARIES` order, also when the ONNX Runtime path is a symlink to the tree.
 #[test]
 fn libraries_load_in_order_from_every_nvidia_lib_folder() {
-    let ort = locate(Flavor::Cpu).expect("the CPU runtime");
+    let ort = locate(Flavor::Cpu, &Places::default()).expect("the CPU runtime");
     let Ok(shared) = fs::read(ort.with_file_name("libonnxruntime_providers_shared.so")) else {
         eprintln!("skipped: no libonnxruntime_providers_shared.so beside {} to stand in for a CUDA library", ort.display());
         return;
@@ -145,7 +146,7 @@ fn libraries_load_in_order_from_every_nvidia_lib_folder() {
     let (root, lib) = fake_tree("real");
     let cudnn = put(&root, "nvidia/cudnn/lib/libcudnn.so.9", &shared);
     let cudart = put(&root, "nvidia/cu13/lib/libcudart.so.13", &shared);
-    assert_eq!(preload_cuda_libraries(&lib).unwrap(), vec![cudart.clone(), cudnn.clone()]);
+    assert_eq!(preload_cuda_libraries(&lib, &Places::default()).unwrap(), vec![cudart.clone(), cudnn.clone()]);
 
     // ORT_DYLIB_PATH may name a link to the library: the tree is found beside the file it points to.
     #[cfg(unix)]
@@ -155,7 +156,7 @@ fn libraries_load_in_order_from_every_nvidia_lib_folder() {
         fs::create_dir_all(&elsewhere).unwrap();
         let link = elsewhere.join("libonnxruntime.so");
         std::os::unix::fs::symlink(&lib, &link).unwrap();
-        assert_eq!(preload_cuda_libraries(&link).unwrap().len(), 2);
+        assert_eq!(preload_cuda_libraries(&link, &Places::default()).unwrap().len(), 2);
         fs::remove_dir_all(&elsewhere).unwrap();
     }
     fs::remove_dir_all(&root).unwrap();

@@ -49,14 +49,15 @@ fn loaded_in_child(target: &Path, order: &str) -> PathBuf {
 
 #[test]
 fn the_device_chooses_the_build_whatever_trial_starts_first() {
-    let real = bootstrap::locate(Flavor::Cpu).expect("the CPU build of ONNX Runtime");
+    let places = mobius_conformance::context::Places::default();
+    let real = bootstrap::locate(Flavor::Cpu, &places).expect("the CPU build of ONNX Runtime");
     struct Removed(PathBuf);
     impl Drop for Removed {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-    let target = bootstrap::target_dir().join(format!("flavor-test-{}", std::process::id()));
+    let target = bootstrap::target_dir(&places).join(format!("flavor-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&target);
     let _cleanup = Removed(target.clone());
     for flavor in [Flavor::Cpu, Flavor::Gpu] {
@@ -99,11 +100,11 @@ fn child_runs_trials_in_the_given_order() {
             });
         }
     }
-    let device = mobius_conformance::context::RunContext::from_env().unwrap().device;
-    assert_eq!(device, Device::Cuda { id: 0 });
+    // The parent's settings: the device, and the build folder whose two trees stand in for the builds.
+    let ctx = mobius_conformance::context::RunContext::from_env().unwrap();
+    assert_eq!(ctx.device, Device::Cuda { id: 0 });
     for spec in plan.iter().take(2) {
         // The outcome does not matter here (CUDA trials fail on this CPU library); the library loaded does.
-        let ctx = mobius_conformance::context::RunContext { device, ..mobius_conformance::context::RunContext::local() };
         let _ = mobius_conformance::trial::run(&suite, spec, &ctx);
     }
     println!("LOADED {}", runtime::loaded_library().expect("a session was made").display());

@@ -66,7 +66,7 @@ fn absent_model_says_what_is_missing_and_how_to_fetch_it() {
 
 #[test]
 fn the_cache_is_found_as_huggingface_hub_finds_it() {
-    use mobius_conformance::plan::hub::cache_dir;
+    use mobius_conformance::context::hub_cache as cache_dir;
     use std::path::PathBuf;
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string())

@@ -149,6 +149,7 @@ fn python_and_what_the_gate_cannot_follow_is_refused_by_name() {
     let e = lmeval::split_files(
         root,
         Some(&root.join("nowhere")),
+        None,
         &lmeval::Config { dataset_path: Some("o/n".into()), ..Default::default() },
         "test",
         "t.yaml",
@@ -214,6 +215,6 @@ fn parquet_splits_read_as_their_jsonl_twins() {
     }
     // Found by split name in a data folder like any other format.
     let c = lmeval::Config { dataset_path: Some("allenai/ai2_arc".into()), dataset_name: Some("ARC-Easy".into()), ..Default::default() };
-    let files = lmeval::split_files(&root, Some(&root.join("parquet")), &c, "test", "t").unwrap();
+    let files = lmeval::split_files(&root, Some(&root.join("parquet")), None, &c, "test", "t").unwrap();
     assert_eq!(files, [root.join("parquet/ARC-Easy/test-00000-of-00001.parquet")]);
 }

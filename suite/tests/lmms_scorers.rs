@@ -166,7 +166,7 @@ fn the_baselines_predictions_score_as_lmms_eval_scores_them() {
         let key = format!("{name}/gemma4-mm-tiny");
         let want = list(&p[&key]["items"], &key);
         let data = root.join(format!("tests/data/lmms/hub/datasets--{data}/snapshots/fixture"));
-        let task = MediaTask::load(&root, &format!("tests/data/lmms/{file}"), Some(&data), None).unwrap();
+        let task = MediaTask::load(&root, &format!("tests/data/lmms/{file}"), Some(&data), None, None).unwrap();
         let items = task.items().unwrap();
         let path = root.join(format!("goldens/baselines/{name}/gemma4-mm-tiny.json"));
         let b = MediaBaseline::load(&path, &key).unwrap();

@@ -22,7 +22,8 @@ fn lmms() -> PathBuf {
 fn load(task: &str, dataset: &str) -> MediaTask {
     let root = workspace_root();
     let data = lmms().join(format!("hub/datasets--{}/snapshots/fixture", dataset.replace('/', "--")));
-    MediaTask::load(&root, &format!("tests/data/lmms/lmms_eval_tasks/{task}"), Some(&data), None).unwrap_or_else(|e| panic!("{task}: {e}"))
+    MediaTask::load(&root, &format!("tests/data/lmms/lmms_eval_tasks/{task}"), Some(&data), None, None)
+        .unwrap_or_else(|e| panic!("{task}: {e}"))
 }
 
 #[test]
@@ -54,7 +55,7 @@ fn each_task_reads_its_family_metric_budget_and_lmms_evals_default_stop() {
     // The stop-trap variant includes it unchanged and sets a stop of its own: that, and nothing else, differs.
     let root = workspace_root();
     let data = lmms().join("hub/datasets--echo840--OCRBench/snapshots/fixture");
-    let t = MediaTask::load(&root, "tests/data/lmms/stop_trap/ocrbench_stop_trap.yaml", Some(&data), None).unwrap();
+    let t = MediaTask::load(&root, "tests/data/lmms/stop_trap/ocrbench_stop_trap.yaml", Some(&data), None, None).unwrap();
     assert_eq!((t.name.as_str(), t.until.clone()), ("ocrbench_stop_trap", vec!["  ".to_string()]));
     assert_eq!((t.family, t.metric.as_str(), t.max_new_tokens, t.docs.len()), (o.family, o.metric.as_str(), 128, 4));
     assert!(
@@ -89,7 +90,7 @@ fn an_unknown_hook_or_metric_is_refused_by_name() {
     ];
     for (from, to, want) in cases {
         write(&s.0.join("t.yaml"), &original.replace(from, to));
-        let e = MediaTask::load(&s.0, "t.yaml", Some(&data), None).unwrap_err().to_string();
+        let e = MediaTask::load(&s.0, "t.yaml", Some(&data), None, None).unwrap_err().to_string();
         assert!(e.contains("t.yaml") && e.contains(want), "{from} -> {to}: {e}");
     }
 }
@@ -382,6 +383,6 @@ fn a_pinned_protocol_sends_a_task_to_the_multimodal_gate_even_when_its_file_is_b
     write(&s.0.join("t.yaml"), "include: _missing_template_yaml\ntask: broken\n");
     assert_eq!(TaskKind::of(&s.0, "t.yaml", &plain), TaskKind::Text, "unreadable as lmms-eval's without a protocol");
     assert_eq!(TaskKind::of(&s.0, "t.yaml", &pinned), TaskKind::Media);
-    let e = MediaTask::load(&s.0, "t.yaml", None, None).unwrap_err().to_string();
+    let e = MediaTask::load(&s.0, "t.yaml", None, None, None).unwrap_err().to_string();
     assert!(e.contains("t.yaml") && e.contains("_missing_template_yaml"), "{e}");
 }

@@ -179,6 +179,18 @@ fn task_help(task: &str) -> Option<String> {
     TASKS.iter().find(|(n, _)| *n == task).map(|(_, h)| format!("cargo xtask {}", h.trim_start()))
 }
 
+/// The run's settings, read from the environment once (the suite's own rule: the faces read it, the library never
+/// does); a setting with a value it does not take stops the task naming it.
+pub fn context() -> Result<&'static mobius_conformance::context::RunContext, String> {
+    static CONTEXT: std::sync::OnceLock<Result<mobius_conformance::context::RunContext, String>> = std::sync::OnceLock::new();
+    CONTEXT.get_or_init(|| mobius_conformance::context::RunContext::from_env().map_err(|e| e.to_string())).as_ref().map_err(Clone::clone)
+}
+
+/// The run's Hugging Face hub, as the environment names it ([`context`]).
+pub fn hub() -> Result<&'static mobius_conformance::context::Hub, String> {
+    context().map(|c| &c.hub)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((task, rest)) = args.split_first() else {

@@ -270,7 +270,7 @@ fn run(opts: &Options) -> Result<Vec<Margin>, String> {
     for stale in golden::remove_stale_temps(&suite.goldens_dir) {
         println!("REMOVED    {} (a temp file a killed regen left)", relative(&root, &stale));
     }
-    let work = target_dir().join("regen-goldens").join(std::process::id().to_string());
+    let work = target_dir(&crate::context()?.places).join("regen-goldens").join(std::process::id().to_string());
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let mut stages: Vec<Box<dyn Stage>> = jobs().into_iter().filter(|s| opts.level.is_none_or(|l| s.levels().contains(&l))).collect();

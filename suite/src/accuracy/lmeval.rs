@@ -193,7 +193,14 @@ fn hellaswag_doc(doc: &Doc) -> Result<Doc> {
 /// to `root`; else the shards `<split>-*.{jsonl,json,parquet}` (or `<split>.*`) under `<base>/<dataset_name>/`,
 /// `<base>/data/` or `<base>/`, where `base` is `data_dir` when the case gives one, else the dataset's snapshot in
 /// the Hugging Face hub cache. Every path the gate reads task data from comes from here.
-pub fn split_files(root: &Path, data_dir: Option<&Path>, c: &Config, split: &str, shown: &str) -> Result<Vec<PathBuf>> {
+pub fn split_files(
+    root: &Path,
+    data_dir: Option<&Path>,
+    hub_cache: Option<&Path>,
+    c: &Config,
+    split: &str,
+    shown: &str,
+) -> Result<Vec<PathBuf>> {
     if let Some(files) = c.dataset_kwargs.as_ref().and_then(|k| k.data_files.as_ref()) {
         let f = files.get(split).ok_or_else(|| Error::new(format!("{shown}: `dataset_kwargs.data_files` has no split `{split}`")))?;
         let list = match f {
@@ -205,13 +212,18 @@ pub fn split_files(root: &Path, data_dir: Option<&Path>, c: &Config, split: &str
     let dataset = c.dataset_path.as_deref().ok_or_else(|| Error::new(format!("{shown}: no `dataset_path`")))?;
     let base = match data_dir {
         Some(d) => d.to_path_buf(),
-        None => hub_snapshot(&hub_cache(), dataset).ok_or_else(|| {
-            Error::new(format!(
-                "{shown}: dataset `{dataset}` is not in the Hugging Face hub cache ({}); download it there, or give \
-                 the case a `data` folder",
-                hub_cache().display()
-            ))
-        })?,
+        None => {
+            let cache = hub_cache.ok_or_else(|| {
+                Error::new(format!("{shown}: dataset `{dataset}` has no `data` folder, and this run names no Hugging Face hub cache"))
+            })?;
+            hub_snapshot(cache, dataset).ok_or_else(|| {
+                Error::new(format!(
+                    "{shown}: dataset `{dataset}` is not in the Hugging Face hub cache ({}); download it there, or give \
+                     the case a `data` folder",
+                    cache.display()
+                ))
+            })?
+        }
     };
     let mut dirs = Vec::new();
     if let Some(n) = &c.dataset_name {
@@ -239,17 +251,6 @@ pub fn split_files(root: &Path, data_dir: Option<&Path>, c: &Config, split: &str
         "{shown}: no file for split `{split}` of `{dataset}` (looked for {split}-*.jsonl / .json / .parquet in {})",
         dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
     )
-}
-
-/// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`.
-pub fn hub_cache() -> PathBuf {
-    if let Some(p) = std::env::var_os("HF_HUB_CACHE") {
-        return PathBuf::from(p);
-    }
-    if let Some(p) = std::env::var_os("HF_HOME") {
-        return PathBuf::from(p).join("hub");
-    }
-    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/huggingface/hub")
 }
 
 /// `<cache>/datasets--<org>--<name>/snapshots/<rev>/`: the revision `refs/main` names, else the only one.

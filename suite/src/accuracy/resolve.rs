@@ -19,6 +19,9 @@ pub struct Source {
     pub overrides: Overrides,
     /// The case's `external_paths`: whether the task's files may lie outside the suite root.
     pub external_paths: bool,
+    /// The run's Hugging Face hub cache (`context::Hub`), where a dataset without `data` is looked up; `None` where
+    /// the run names none (a dataset must then come with its folder).
+    pub hub_cache: Option<PathBuf>,
 }
 
 /// What a case's `accuracy` entry may override of a task: its shots, metric, size and the gate's thresholds.

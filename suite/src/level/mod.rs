@@ -13,10 +13,14 @@ pub mod gate;
 pub mod genai;
 pub mod generation;
 pub mod prefill;
+pub mod speech;
+pub mod trial;
 
+use crate::error::Result;
 use crate::outcome::{FailureKind, Outcome};
 use crate::plan::case::Case;
 use crate::vocab::{Level, Modality};
+use trial::Trial;
 
 /// What a level is, as the rest of the suite asks it.
 pub trait Kind: Sync {
@@ -81,6 +85,10 @@ pub trait Kind: Sync {
     fn locality(&self) -> u8 {
         2
     }
+
+    /// Runs one planned trial of this level to its outcome: placed, fed, run and judged. An error is the trial's
+    /// failure (a load error, bad input, a stale golden), which no xfail entry absorbs.
+    fn run(&self, t: &Trial) -> Result<Outcome>;
 
     /// Whether its golden can be made alone (`cargo xtask regen-goldens --level <name>`); the others' are made with
     /// the case's goldens.

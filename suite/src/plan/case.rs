@@ -185,7 +185,8 @@ impl AccuracyTask {
     }
 
     /// What the case says about the task; the data folder resolved against `root` (the one place it is), read
-    /// outside the root only when the case sets `external_paths`.
+    /// outside the root only when the case sets `external_paths`. The hub cache is the run's, set where the task
+    /// is loaded.
     pub fn source(&self, root: &Path, external_paths: bool) -> crate::accuracy::resolve::Source {
         match self {
             AccuracyTask::File(_) => crate::accuracy::resolve::Source::with_external_paths(external_paths),
@@ -193,6 +194,7 @@ impl AccuracyTask {
                 data: e.data.as_ref().map(|d| root.join(d)),
                 overrides: e.overrides.clone(),
                 external_paths,
+                hub_cache: None,
             },
         }
     }
@@ -299,12 +301,12 @@ impl Location {
         }
     }
 
-    /// The local directory (or file), resolving Hub references through the cache; `marker` is a file that must be
-    /// in a Hub subfolder for it to count as present.
-    pub fn resolve(&self, marker: &str) -> Result<PathBuf> {
+    /// The local directory (or file), resolving Hub references through the run's hub; `marker` is a file that must
+    /// be in a Hub subfolder for it to count as present.
+    pub fn resolve(&self, marker: &str, hub: &crate::context::Hub) -> Result<PathBuf> {
         match self {
             Location::Local(p) => Ok(p.clone()),
-            Location::Hub(h) => h.resolve(marker),
+            Location::Hub(h) => h.resolve(marker, hub),
         }
     }
 }

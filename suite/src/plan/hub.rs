@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use hf_hub::{Cache, Repo, RepoType};
 
+use crate::context::Hub;
 use crate::error::{Error, Result, bail};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,12 +84,12 @@ impl HubRef {
         }
     }
 
-    /// Resolves against the environment's cache ([`cache_dir`]), downloading first when that is allowed.
-    pub fn resolve(&self, marker: &str) -> Result<PathBuf> {
-        let cache = Cache::new(cache_dir(|k| std::env::var(k).ok()));
+    /// Resolves against the run's hub cache, downloading first when the run allows it.
+    pub fn resolve(&self, marker: &str, hub: &Hub) -> Result<PathBuf> {
+        let cache = Cache::new(hub.cache.clone());
         match self.resolve_in(&cache, marker) {
-            Err(e) if download_allowed() => {
-                self.download().map_err(|d| Error::new(format!("{e}\n  downloading it failed: {d}")))?;
+            Err(e) if hub.download => {
+                self.download(&cache).map_err(|d| Error::new(format!("{e}\n  downloading it failed: {d}")))?;
                 self.resolve_in(&cache, marker)
             }
             other => other,
@@ -96,10 +97,10 @@ impl HubRef {
     }
 
     #[cfg(feature = "hub-download")]
-    fn download(&self) -> Result<()> {
+    fn download(&self, cache: &Cache) -> Result<()> {
         use hf_hub::api::sync::ApiBuilder;
         let err = |e: hf_hub::api::sync::ApiError| Error::new(format!("{self}: {e}"));
-        let api = ApiBuilder::from_env().with_cache_dir(cache_dir(|k| std::env::var(k).ok())).build().map_err(err)?;
+        let api = ApiBuilder::from_cache(cache.clone()).build().map_err(err)?;
         let repo = api.repo(Repo::with_revision(self.repo.clone(), RepoType::Model, self.revision.clone()));
         let prefix = if self.subfolder.is_empty() { String::new() } else { format!("{}/", self.subfolder) };
         for file in repo.info().map_err(err)?.siblings.iter().filter(|s| s.rfilename.starts_with(&prefix)) {
@@ -109,25 +110,7 @@ impl HubRef {
     }
 
     #[cfg(not(feature = "hub-download"))]
-    fn download(&self) -> Result<()> {
+    fn download(&self, _: &Cache) -> Result<()> {
         bail!("this build has no downloader: rebuild with `--features mobius-conformance/hub-download`")
     }
-}
-
-/// The hub cache folder, by `huggingface_hub`'s rules: `HF_HUB_CACHE` (or its older name `HUGGINGFACE_HUB_CACHE`),
-/// else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`. `env` reads a
-/// variable (empty counts as unset).
-pub fn cache_dir(env: impl Fn(&str) -> Option<String>) -> PathBuf {
-    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("HF_HUB_CACHE")
-        .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
-        .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
-        .or_else(|| var("XDG_CACHE_HOME").map(|x| x.join("huggingface").join("hub")))
-        .unwrap_or_else(|| Cache::default().path().clone())
-}
-
-/// `MOBIUS_HF_DOWNLOAD=1` and not `HF_HUB_OFFLINE=1`.
-pub fn download_allowed() -> bool {
-    let on = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    on("MOBIUS_HF_DOWNLOAD") && !on("HF_HUB_OFFLINE")
 }

@@ -4,7 +4,6 @@
 //! `<case>/case` for a case that does not load.
 
 use crate::outcome::{Finished, Status};
-use crate::vocab::Level;
 
 /// A trial's place in the matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,16 +19,11 @@ pub fn coords(name: &str) -> Coords {
     use crate::vocab::TrialId;
     let (row, column, level) = match TrialId::parse(name) {
         Some(TrialId::Accuracy { task, case, ep, dtype, level }) => {
-            let engine = if level == crate::vocab::Level::AccuracyGenai { " (genai)" } else { "" };
-            (format!("{case} · accuracy"), format!("{ep}/{dtype}"), format!("{task}{engine}"))
+            let label = if level.short().is_empty() { task } else { format!("{task} ({})", level.short()) };
+            (format!("{case} · accuracy"), format!("{ep}/{dtype}"), label)
         }
         Some(TrialId::Conformance { case, modality, ep, dtype, level }) => {
-            let short = match level {
-                Level::VisionEncoder => "vision".to_string(),
-                Level::AudioEncoder => "audio".to_string(),
-                l => l.to_string(),
-            };
-            (format!("{case} · {modality}"), format!("{ep}/{dtype}"), short)
+            (format!("{case} · {modality}"), format!("{ep}/{dtype}"), level.short().to_string())
         }
         Some(TrialId::Case { case }) => (case, "case".into(), "case".into()),
         None => (name.to_string(), String::new(), String::new()),

@@ -12,6 +12,8 @@ pub mod verdict;
 
 use crate::feed::integrity::{Bad, Mismatch};
 use crate::judge::finite::{NonFinite, VocabMismatch, VocabSource};
+use crate::judge::xfail::Xfail;
+use crate::outcome::{Outcome, Settled};
 
 /// What a rendered report needs beyond the verdict: names, paths and token text.
 pub struct Context<'a> {
@@ -91,5 +93,44 @@ pub fn vocab_size(
         v.expected,
         v.got,
         v.got
+    )
+}
+
+/// A trial of a case that does not load: the trials it would have had fail with its error.
+pub fn broken(trial: &str, error: &crate::error::Error) -> String {
+    format!("{trial}: the case does not load:\n  {error}")
+}
+
+/// A trial that panicked (a bug of the suite, or an input no check foresaw): its own failure, the run goes on.
+pub fn panicked(trial: &str, why: &str) -> String {
+    format!("{trial}: the trial panicked: {why}")
+}
+
+/// How the case's strict xfail entry `x` settled a trial: expected as stated, another failure, or an unexpected
+/// pass; both the expected and the actual failure printed, above the trial's own message.
+pub fn settled(trial: &str, case_file: &str, x: &Xfail, how: &Settled, o: &Outcome) -> String {
+    let expected = x.expect.as_ref().map_or_else(|| "(none stated)".to_string(), ToString::to_string);
+    let actual = o.failure.as_ref().map_or_else(|| "no verdict failure".to_string(), ToString::to_string);
+    match how {
+        Settled::Expected => format!("{trial}: XFAIL ({})\n  expected: {expected}\n  actual:   {actual}\n{}", x.reason, o.message),
+        Settled::NotExpected(why) => format!(
+            "{trial}: not the expected failure: {why}\n  expected: {expected} (xfail in {case_file}: {})\n  actual:   {actual}\n{}",
+            x.reason, o.message
+        ),
+        Settled::UnexpectedlyPassed => format!(
+            "{trial}: unexpectedly passed ({}): remove the xfail from {case_file} (reason was: {})\n  expected: {expected}\n{}",
+            o.status.name(),
+            x.reason,
+            o.message
+        ),
+    }
+}
+
+/// genai's refusal of a package: what it said, and where the package is. A verdict (the package does not run in its
+/// own runtime), which an xfail entry may expect by its message.
+pub fn genai_refused(trial: &str, case_file: &str, package: &str, message: &str) -> String {
+    format!(
+        "{trial}: genai FAIL ({case_file}): onnxruntime-genai refused the package {package}\n  genai said: {message}\n  \
+         the package does not run in its own runtime; the L4 and L5 levels judge it through ONNX Runtime directly\n"
     )
 }

@@ -15,6 +15,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::context::Places;
 use crate::error::{At, Error, Result, bail};
 
 /// The ONNX Runtime release the suite is pinned to (the `ort` crate's `api-31` needs >= 1.31).
@@ -44,37 +45,39 @@ impl Flavor {
     }
 }
 
-/// The workspace's `target/` (or `CARGO_TARGET_DIR`), where the cache lives.
-pub fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(dir);
-    }
-    crate::paths::workspace_root().join("target")
+/// Where the cache lives: the build folder `places` names (`CARGO_TARGET_DIR`), else the one this binary was built in
+/// (the nearest folder above it holding cargo's `CACHEDIR.TAG`), else the workspace's `target/`. A process told
+/// nothing (a test binary) so finds the installs a run under `CARGO_TARGET_DIR` made.
+pub fn target_dir(places: &Places) -> PathBuf {
+    places.target_dir.clone().unwrap_or_else(|| {
+        let exe = std::env::current_exe().ok();
+        let built_in = exe.as_deref().and_then(|e| e.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file())).map(Path::to_path_buf);
+        built_in.unwrap_or_else(|| crate::paths::workspace_root().join("target"))
+    })
 }
 
 /// Where the library is, installing it first if need be. For [`Flavor::Gpu`] the NVIDIA libraries found beside it
 /// are preloaded too (see [`preload_cuda_libraries`]), so the CUDA provider finds them when a session registers it.
-pub fn locate(flavor: Flavor) -> Result<PathBuf> {
-    let lib = locate_library(flavor)?;
+pub fn locate(flavor: Flavor, places: &Places) -> Result<PathBuf> {
+    let lib = locate_library(flavor, places)?;
     if flavor == Flavor::Gpu {
-        preload_cuda_libraries(&lib)?;
+        preload_cuda_libraries(&lib, places)?;
     }
     Ok(lib)
 }
 
-fn locate_library(flavor: Flavor) -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
-        let p = PathBuf::from(p);
+fn locate_library(flavor: Flavor, places: &Places) -> Result<PathBuf> {
+    if let Some(p) = places.ort_library.clone() {
         if !p.is_file() {
             bail!("ORT_DYLIB_PATH is {}, which is not a file; point it at libonnxruntime.so.{ORT_VERSION} or unset it", p.display());
         }
         return Ok(p);
     }
-    let cache = target_dir().join("onnxruntime").join(format!("{}-{ORT_VERSION}", flavor.package()));
+    let cache = target_dir(places).join("onnxruntime").join(format!("{}-{ORT_VERSION}", flavor.package()));
     if let Some(lib) = installed(flavor, &cache) {
         return Ok(lib);
     }
-    install(flavor, &cache)?;
+    install(flavor, &cache, places)?;
     installed(flavor, &cache).ok_or_else(|| {
         Error::new(format!(
             "installed {}=={ORT_VERSION} into {} but found no ONNX Runtime library in it",
@@ -114,18 +117,19 @@ fn find_library(tree: &Path) -> Option<PathBuf> {
     hits.pop()
 }
 
-fn install(flavor: Flavor, cache: &Path) -> Result<()> {
+fn install(flavor: Flavor, cache: &Path, places: &Places) -> Result<()> {
     let what = match flavor {
         Flavor::Cpu => String::new(),
         Flavor::Gpu => " and its NVIDIA CUDA 13 / cuDNN 9 wheels (about 1.6 GB to download, 2.6 GB installed)".into(),
     };
-    install_once(&format!("{}=={ORT_VERSION}{what}", flavor.package()), flavor.lock(), cache, |c| installed(flavor, c).is_some())
+    let done = |c: &Path| installed(flavor, c).is_some();
+    install_once(&format!("{}=={ORT_VERSION}{what}", flavor.package()), flavor.lock(), cache, done, places)
 }
 
 /// Installs what `lock` pins into `cache`, once per machine: a file lock beside `cache` serialises concurrent
 /// processes (one that waited finds the work done, `done(cache)`), the tree is built in a staging folder and renamed
 /// into place, so no process ever sees half an install. `what` names it in the one line printed.
-pub fn install_once(what: &str, lock: &str, cache: &Path, done: impl Fn(&Path) -> bool) -> Result<()> {
+pub fn install_once(what: &str, lock: &str, cache: &Path, done: impl Fn(&Path) -> bool, places: &Places) -> Result<()> {
     let parent = cache.parent().expect("cache has a parent");
     fs::create_dir_all(parent).at(parent.display())?;
     let lock_path = parent.join(".install.lock");
@@ -138,7 +142,7 @@ pub fn install_once(what: &str, lock: &str, cache: &Path, done: impl Fn(&Path) -
     let name = cache.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let staging = parent.join(format!(".staging-{name}-{}", std::process::id()));
     eprintln!("mobius-conformance: installing {what} into {} (first run only)", cache.display());
-    install_locked(lock, &staging)?;
+    install_locked(lock, &staging, places)?;
     let stamp = staging.join(STAMP);
     fs::write(&stamp, lock).at(stamp.display())?;
     if cache.exists() {
@@ -149,7 +153,7 @@ pub fn install_once(what: &str, lock: &str, cache: &Path, done: impl Fn(&Path) -
 }
 
 /// `pip install --require-hashes --no-deps --target dest -r <lock>`: only the exact bytes the lock names install.
-pub fn install_locked(lock: &str, dest: &Path) -> Result<()> {
+pub fn install_locked(lock: &str, dest: &Path, places: &Places) -> Result<()> {
     let requirement =
         lock.lines().find(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty()).unwrap_or("?").trim_end_matches([' ', '\\']);
     let _ = fs::remove_dir_all(dest);
@@ -157,7 +161,7 @@ pub fn install_locked(lock: &str, dest: &Path) -> Result<()> {
     fs::create_dir_all(parent).at(parent.display())?;
     let lock_file = parent.join(format!(".lock-{}.txt", std::process::id()));
     fs::write(&lock_file, lock).at(lock_file.display())?;
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = places.python.clone().unwrap_or_else(|| "python3".into());
     let output = Command::new(&python)
         .args([
             "-m",
@@ -223,7 +227,7 @@ pub const CUDA_LIBRARIES: &[&str] = &[
 /// library missing from it, this loads what it finds, possibly nothing, and ONNX Runtime's strict CUDA registration
 /// then succeeds from the system's libraries or fails with its own message. A library that is there but does not load
 /// (damaged, wrong architecture, a missing dependency) is an error naming the file and the loader's reason.
-pub fn preload_cuda_libraries(ort_lib: &Path) -> Result<Vec<PathBuf>> {
+pub fn preload_cuda_libraries(ort_lib: &Path, places: &Places) -> Result<Vec<PathBuf>> {
     let Some(nvidia) = nvidia_tree(ort_lib) else {
         return Ok(Vec::new());
     };
@@ -240,7 +244,7 @@ pub fn preload_cuda_libraries(ort_lib: &Path) -> Result<Vec<PathBuf>> {
                 "preloading {} for ONNX Runtime's CUDA execution provider: {e}. The NVIDIA wheel that holds it is \
                  damaged or incomplete: reinstall it (for the suite's own install, delete {} and run again)",
                 path.display(),
-                target_dir().join("onnxruntime").join(format!("{}-{ORT_VERSION}", Flavor::Gpu.package())).display()
+                target_dir(places).join("onnxruntime").join(format!("{}-{ORT_VERSION}", Flavor::Gpu.package())).display()
             ))
         })?;
         loaded.push(path);

@@ -135,19 +135,19 @@ impl Drop for Inside {
 
 /// Where the library is, installing the pinned wheel first if need be.
 pub fn locate() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("GENAI_DYLIB_PATH") {
-        let p = PathBuf::from(p);
+    let places = &runtime::settings().places;
+    if let Some(p) = places.genai_library.clone() {
         if !p.is_file() {
             bail!("GENAI_DYLIB_PATH is {}, which is not a file; point it at libonnxruntime-genai.so or unset it", p.display());
         }
         return Ok(p);
     }
-    let cache = bootstrap::target_dir().join("onnxruntime-genai").join(format!("onnxruntime-genai-{GENAI_VERSION}"));
+    let cache = bootstrap::target_dir(places).join("onnxruntime-genai").join(format!("onnxruntime-genai-{GENAI_VERSION}"));
     let found = |tree: &Path| Some(library_in(tree)).filter(|p| p.is_file());
     if let Some(lib) = found(&cache) {
         return Ok(lib);
     }
-    bootstrap::install_once(&format!("onnxruntime-genai=={GENAI_VERSION}"), LOCK, &cache, |c| found(c).is_some())?;
+    bootstrap::install_once(&format!("onnxruntime-genai=={GENAI_VERSION}"), LOCK, &cache, |c| found(c).is_some(), places)?;
     found(&cache).ok_or_else(|| {
         Error::new(format!(
             "installed onnxruntime-genai=={GENAI_VERSION} into {} but found no {} in it",

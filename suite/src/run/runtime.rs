@@ -10,7 +10,7 @@ use ort::environment::Environment;
 use ort::ep;
 use ort::session::Session;
 
-use crate::context::RunContext;
+use crate::context::{Places, RunContext};
 use crate::error::{Error, Result, bail};
 use crate::run::bootstrap::{self, Flavor};
 use crate::run::timing;
@@ -46,16 +46,23 @@ pub fn provider_for(ep: Ep, device: Device) -> std::result::Result<Provider, Str
 
 /// What the process's ONNX Runtime is set up with, from the run's context: the build it loads, the intra-op threads
 /// of every session, and how many sessions the cache keeps alive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub flavor: Flavor,
     pub intra_threads: usize,
     pub max_sessions: usize,
+    /// Where the libraries and their installs are.
+    pub places: Places,
 }
 
 impl Settings {
     pub fn of(ctx: &RunContext) -> Settings {
-        Settings { flavor: flavor_for(ctx.device), intra_threads: ctx.intra_threads, max_sessions: ctx.max_sessions }
+        Settings {
+            flavor: flavor_for(ctx.device),
+            intra_threads: ctx.intra_threads,
+            max_sessions: ctx.max_sessions,
+            places: ctx.places.clone(),
+        }
     }
 }
 
@@ -79,8 +86,8 @@ pub fn configure(ctx: &RunContext) -> Flavor {
 
 /// The process's settings: those [`configure`] fixed, else a local run's ([`RunContext::local`]) for a process that
 /// makes sessions with no run context (a test of the runtime itself).
-pub(super) fn settings() -> Settings {
-    *SETTINGS.get_or_init(|| Settings::of(&RunContext::local()))
+pub fn settings() -> &'static Settings {
+    SETTINGS.get_or_init(|| Settings::of(&RunContext::local()))
 }
 
 struct Runtime {
@@ -93,7 +100,7 @@ static RUNTIME: OnceLock<std::result::Result<Runtime, Error>> = OnceLock::new();
 fn runtime() -> Result<&'static Runtime> {
     RUNTIME
         .get_or_init(|| {
-            let lib = bootstrap::locate(settings().flavor)?;
+            let lib = bootstrap::locate(settings().flavor, &settings().places)?;
             let builder = ort::init_from(&lib).map_err(|e| Error::new(format!("loading ONNX Runtime from {}: {e}", lib.display())))?;
             let env = builder
                 .with_name("mobius-conformance")
@@ -177,7 +184,10 @@ mod tests {
     #[test]
     fn the_settings_come_from_the_run_context() {
         let ctx = RunContext { device: Device::Cuda { id: 1 }, intra_threads: 3, max_sessions: 5, ..RunContext::local() };
-        assert_eq!(Settings::of(&ctx), Settings { flavor: Flavor::Gpu, intra_threads: 3, max_sessions: 5 });
-        assert_eq!(Settings::of(&RunContext::local()), Settings { flavor: Flavor::Cpu, intra_threads: 1, max_sessions: 64 });
+        assert_eq!(Settings::of(&ctx), Settings { flavor: Flavor::Gpu, intra_threads: 3, max_sessions: 5, places: Places::default() });
+        assert_eq!(
+            Settings::of(&RunContext::local()),
+            Settings { flavor: Flavor::Cpu, intra_threads: 1, max_sessions: 64, places: Places::default() }
+        );
     }
 }

@@ -19,7 +19,9 @@ pub(super) fn scaling_section(
     failures: &mut Vec<String>,
 ) -> Result<Vec<Value>, String> {
     let planned = tiny_plan(&Suite::open(source)).len();
-    let scratch = mobius_conformance::run::bootstrap::target_dir().join("bench").join(format!("scaling-{}", std::process::id()));
+    let scratch = mobius_conformance::run::bootstrap::target_dir(&crate::context()?.places)
+        .join("bench")
+        .join(format!("scaling-{}", std::process::id()));
     table.push(String::new());
     table.push(format!(
         "| scaling ({cores} workers, sessions made per size) | trials | passed | xfail | skipped | failed | wall s | vs 1x |"

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use mobius_conformance::accuracy::answer::{cut_at_stop, extract_answer};
 use mobius_conformance::accuracy::gate::{self, Baseline, BaselineItem};
-use mobius_conformance::accuracy::resolve::{ResolvedTask, TaskKind, task_name};
+use mobius_conformance::accuracy::resolve::{ResolvedTask, Source, TaskKind, task_name};
 use mobius_conformance::accuracy::scoring::{self, Scored};
 use mobius_conformance::accuracy::task::spec::{Metric, OutputType};
 use mobius_conformance::accuracy::task::{Item, ItemKind, Task};
@@ -73,7 +73,9 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
     let root = &suite.root;
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
-        let resolved = ResolvedTask::new(root, entry.file(), entry.source(root, case.spec.external_paths));
+        // A dataset without a `data` folder is looked up in the hub cache the environment names.
+        let source = Source { hub_cache: Some(crate::hub()?.cache.clone()), ..entry.source(root, case.spec.external_paths) };
+        let resolved = ResolvedTask::new(root, entry.file(), source);
         let file = resolved.file.as_str();
         if resolved.kind == TaskKind::Media {
             continue; // an lmms-eval task: media_baselines
@@ -82,7 +84,7 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
         let tok = case
             .tokenizer_location(root)
             .ok_or_else(|| format!("{}: an accuracy case needs a tokenizer (`tokenizer` or `reference`)", case.file))?
-            .resolve("tokenizer.json")
+            .resolve("tokenizer.json", crate::hub()?)
             .map_err(|e| e.to_string())?;
         let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
         let task = Task::load_with(root, file, &resolved.source).map_err(|e| e.to_string())?;
@@ -124,7 +126,8 @@ fn derive(suite: &Suite, job: &BaselineJob) -> Result<(Baseline, Vec<u8>, String
     let tensor = |name: &str| st.tensor(name).map_err(|e| format!("{}: tensor `{name}`: {e}", job.raw.display()));
     let spec = &job.task.spec;
     let root = &suite.root;
-    let tok = job.case.tokenizer_location(root).and_then(|l| l.resolve("tokenizer.json").ok()).unwrap_or_default();
+    let hub = crate::hub()?;
+    let tok = job.case.tokenizer_location(root).and_then(|l| l.resolve("tokenizer.json", hub).ok()).unwrap_or_default();
     let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
     let mut scored = Vec::with_capacity(job.items.len());
     let mut items = Vec::with_capacity(job.items.len());

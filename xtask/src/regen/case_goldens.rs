@@ -109,7 +109,8 @@ fn plan_stream(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype, lev
         let lines = case.levels().iter().map(|l| if *l == Level::L4 { &paths.prefill } else { &paths.generation });
         Ok(Planned::Skip(lines.map(|p| format!("SKIPPED    {} ({why})", relative(root, p))).collect()))
     };
-    let tok = case.tokenizer_location(root).map(|l| l.resolve("tokenizer.json"));
+    let hub = crate::hub()?;
+    let tok = case.tokenizer_location(root).map(|l| l.resolve("tokenizer.json", hub));
     let (Some(reference), Some(prompt), Some(tok)) = (case.reference_dir(root), case.prompt(), tok) else {
         return skip("the case names no `reference` weights or no prompt: its goldens are not made here");
     };

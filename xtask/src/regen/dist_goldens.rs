@@ -71,7 +71,7 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Option<(serde_json::V
     let tokenizer = case
         .tokenizer_location(root)
         .ok_or_else(|| "field `distribution` needs a tokenizer".to_string())?
-        .resolve("tokenizer.json")
+        .resolve("tokenizer.json", crate::hub()?)
         .map_err(|e| e.to_string())?;
     let corpus = root.join(spec.corpus());
     if !case.spec.external_paths {

@@ -181,8 +181,9 @@ pub fn genai_config(suite: &Suite, case: &Case) -> Option<PathBuf> {
 
 /// [`genai_config`], and whether it is a local package's (to be kept inside the root) or the Hub cache's.
 pub fn genai_config_at(suite: &Suite, case: &Case) -> Option<(PathBuf, bool)> {
+    let hub = crate::hub().ok()?;
     case.variants(&suite.root).into_iter().filter_map(|v| v.package).find_map(|p| {
-        let file = p.resolve("genai_config.json").ok()?.join("genai_config.json");
+        let file = p.resolve("genai_config.json", hub).ok()?.join("genai_config.json");
         file.is_file().then_some((file, matches!(p, Location::Local(_))))
     })
 }

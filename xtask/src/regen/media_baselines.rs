@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use mobius_conformance::accuracy::lmms::{Media, MediaItem, MediaTask, Medium};
 use mobius_conformance::accuracy::media_gate::{self, MediaBaseline, MediaBaselineItem, Output};
 use mobius_conformance::accuracy::protocol::Protocol;
-use mobius_conformance::accuracy::resolve::{ResolvedTask, TaskKind, task_name};
+use mobius_conformance::accuracy::resolve::{ResolvedTask, Source, TaskKind, task_name};
 use mobius_conformance::feed::tokenizer::TextTokenizer;
 use mobius_conformance::judge::golden::Hex;
 use mobius_conformance::paths::relative;
@@ -72,7 +72,9 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
     let root = &suite.root;
     let mut out = Vec::new();
     for entry in &case.spec.accuracy {
-        let resolved = ResolvedTask::new(root, entry.file(), entry.source(root, case.spec.external_paths));
+        // A dataset without a `data` folder is looked up in the hub cache the environment names.
+        let source = Source { hub_cache: Some(crate::hub()?.cache.clone()), ..entry.source(root, case.spec.external_paths) };
+        let resolved = ResolvedTask::new(root, entry.file(), source);
         let (file, source) = (resolved.file.as_str(), &resolved.source);
         // The rule the trials follow, so regen writes the baseline the gate will read.
         if resolved.kind != TaskKind::Media {
@@ -81,7 +83,8 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
         let reference = case.reference_dir(root).ok_or_else(|| format!("{}: an accuracy case needs `reference` weights", case.file))?;
         let protocol =
             source.overrides.protocol.clone().ok_or_else(|| format!("{}: accuracy task `{file}` needs a `protocol`", case.file))?;
-        let task = MediaTask::load(root, file, source.data.as_deref(), source.overrides.limit).map_err(|e| e.to_string())?;
+        let task = MediaTask::load(root, file, source.data.as_deref(), source.hub_cache.as_deref(), source.overrides.limit)
+            .map_err(|e| e.to_string())?;
         protocol
             .validate(&format!("{}: accuracy `{file}` field `protocol`", case.file), task.family.medium() == Medium::Audio)
             .map_err(|e| e.to_string())?;
@@ -136,7 +139,8 @@ fn derive(suite: &Suite, job: &MediaJob) -> Result<(MediaBaseline, Option<Vec<u8
     let meta = meta.metadata().clone().unwrap_or_default();
     check_format(&job.raw, meta.get("format").map(String::as_str), FORMAT, "xtask/reference/lmms_run.py")?;
     let root = &suite.root;
-    let tok = job.case.tokenizer_location(root).ok_or("no tokenizer")?.resolve("tokenizer.json").map_err(|e| e.to_string())?;
+    let tok =
+        job.case.tokenizer_location(root).ok_or("no tokenizer")?.resolve("tokenizer.json", crate::hub()?).map_err(|e| e.to_string())?;
     let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
     let eos: Vec<i64> = job.case.spec.generation.eos_token_id.into_iter().collect();
     let mut items = Vec::with_capacity(job.items.len());

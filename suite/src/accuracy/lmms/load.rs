@@ -15,8 +15,8 @@ use crate::error::{Error, Result, bail};
 
 impl MediaTask {
     /// Reads `file` (an lmms-eval task file, relative to `root`) and its test split from `data_dir` (a folder laid
-    /// out like the dataset's repository) or the Hugging Face hub cache.
-    pub fn load(root: &Path, file: &str, data_dir: Option<&Path>, limit: Option<usize>) -> Result<MediaTask> {
+    /// out like the dataset's repository) or the Hugging Face hub cache `hub_cache`.
+    pub fn load(root: &Path, file: &str, data_dir: Option<&Path>, hub_cache: Option<&Path>, limit: Option<usize>) -> Result<MediaTask> {
         let c = load_config(&root.join(file), file)?;
         let dataset = c.dataset_path.clone().ok_or_else(|| Error::new(format!("{file}: no `dataset_path`")))?;
         let name = c.task.clone().unwrap_or_else(|| task_name(file));
@@ -28,7 +28,7 @@ impl MediaTask {
         let prompt = |k: &str| default.and_then(|d| d.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
         let split = c.test_split.clone().ok_or_else(|| Error::new(format!("{file}: no `test_split`")))?;
         let lc = lmeval::Config { dataset_path: Some(dataset.clone()), dataset_name: c.dataset_name.clone(), ..lmeval::Config::default() };
-        let files = lmeval::split_files(root, data_dir, &lc, &split, file)?;
+        let files = lmeval::split_files(root, data_dir, hub_cache, &lc, &split, file)?;
         let mut docs = lmeval::read_docs(&files, file)?;
         if let Some(n) = limit {
             docs.truncate(n);

@@ -67,7 +67,7 @@ pub fn read(root: &Path, file: &str, source: &Source) -> Result<(TaskSpec, Vec<D
     };
     spec.validate(file)?;
     let read = |split: &str| -> Result<Vec<Doc>> {
-        let files = lmeval::split_files(root, source.data.as_deref(), &c, split, file)?;
+        let files = lmeval::split_files(root, source.data.as_deref(), source.hub_cache.as_deref(), &c, split, file)?;
         let docs = lmeval::read_docs(&files, file)?;
         match process {
             Some(f) => {

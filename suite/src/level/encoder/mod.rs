@@ -4,9 +4,17 @@
 pub mod judge;
 pub mod render;
 
+use self::judge::{ComponentOutputs, Judged, ReferenceFeatures};
 use super::Kind;
+use crate::error::{Error, Result};
+use crate::feed::inputs::Inputs;
+use crate::judge::tolerance::Logits;
+use crate::level::trial::{Prepared, Trial};
 use crate::outcome::{FailureKind, Outcome};
 use crate::plan::case::Case;
+use crate::run::decoder::Decoder;
+use crate::run::generate;
+use crate::run::pipeline::Pipeline;
 use crate::vocab::{Level, Modality};
 
 /// One media encoder: its level, the package's model role and the features tensor it makes.
@@ -64,4 +72,48 @@ impl Kind for Encoder {
     fn locality(&self) -> u8 {
         0
     }
+
+    fn run(&self, t: &Trial) -> Result<Outcome> {
+        let p = match t.prepare(|g| g.features.clone(), Logits::Prefill)? {
+            Ok(p) => p,
+            Err(o) => return Ok(o),
+        };
+        let (decoder, pipeline) = match t.session(&p)? {
+            Ok(s) => s,
+            Err(o) => return Ok(o),
+        };
+        run_component(self, t, &p, &decoder, &pipeline)
+    }
+}
+
+fn run_component(encoder: &Encoder, t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) -> Result<Outcome> {
+    // The stored inputs must be the ones the goldens were made from, as L4 and L5 check: a changed image is a
+    // stale golden, never an encoder that computes the wrong features.
+    if p.paths.prefill.is_file() {
+        t.prefill_golden(&p.paths.prefill, p.prompt, &p.inputs)?;
+    }
+    if p.paths.generation.is_file() {
+        t.generation_golden(&p.paths.generation, p.prompt, &p.inputs)?;
+    }
+    let golden_file = &p.golden_file;
+    let bytes = std::fs::read(&p.golden_path).map_err(|e| Error::new(format!("{golden_file}: {e}")))?;
+    let features = Inputs::from_safetensors(golden_file, &bytes)?;
+    let tensor = encoder.features;
+    let want = ReferenceFeatures::read(&features, tensor, golden_file)?;
+    let prefill = |pl: &Pipeline| generate::prefill(decoder, pl, p.inputs.input_ids());
+    let run = pipeline.component_outputs(encoder.media, encoder.component, prefill)?;
+    let got = ComponentOutputs { shape: &run.shape, features: &run.features, with: &run.with, zeroed: &run.zeroed };
+    let r = judge::judge(encoder.component, encoder.features, &got, &want, &p.tol);
+    let kept = want.kept(&run.shape, &run.features).unwrap_or_default();
+    let d = judge::numbers(r.component, &kept, want.values, r.cols, r.tolerance.atol, r.moved);
+    Ok(Outcome {
+        status: r.verdict.into(),
+        message: render::message(t.name, &r, golden_file, &t.regenerate()),
+        max_abs_diff: Some(r.comparison.max_abs),
+        // An encoder's measured failure is never expected; only the runtime's refusal to load it can be
+        // (`Outcome::from_error`).
+        failure: None,
+        judgement: Some(std::sync::Arc::new(Judged { report: r, numbers: d })),
+        ..Outcome::new(crate::outcome::Status::Pass, "")
+    })
 }

@@ -37,15 +37,6 @@ impl Judgement for GenaiReport {
     }
 }
 
-/// genai's refusal of a package: what it said, and where the package is. A verdict (the package does not run in its
-/// own runtime), which an xfail entry may expect by its message.
-pub fn refused(trial: &str, case_file: &str, package: &str, message: &str) -> String {
-    format!(
-        "{trial}: genai FAIL ({case_file}): onnxruntime-genai refused the package {package}\n  genai said: {message}\n  \
-         the package does not run in its own runtime; the L4 and L5 levels judge it through ONNX Runtime directly\n"
-    )
-}
-
 /// The genai level's report: how genai was fed, then its prompt difference and the L4 and L5 reports it was judged
 /// by, under one heading that says genai computed them.
 pub fn message(ctx: &Context, r: &GenaiReport) -> String {

@@ -18,6 +18,22 @@ pub fn measured(o: &Outcome) -> Option<String> {
     Some(format!("{kept}/{total} tokens kept{}{}", step.unwrap_or_default(), logits.unwrap_or_default()))
 }
 
+/// A stream equal to its reviewed snapshot: the message, and where the snapshot is.
+pub fn accepted(message: &str, snapshot: &str) -> String {
+    format!("{message}  accepted: the stream equals the reviewed snapshot {snapshot}\n")
+}
+
+/// A stream that differs from its reviewed snapshot (or has none to equal): insta's diff and the stream's snapshot.
+pub fn snapshot_differs(message: &str, e: &str, content: &str) -> String {
+    let indented: String = content.lines().map(|l| format!("    {l}\n")).collect();
+    format!("{message}  {e}\n  snapshot:\n{indented}")
+}
+
+/// The message with an error that ended its review.
+pub fn with_error(message: &str, e: &crate::error::Error) -> String {
+    format!("{message}  {e}\n")
+}
+
 static TABLE: NumbersTable =
     NumbersTable { order: 2, title: "L5 generation", columns: "tokens matching | match ratio | first divergence (step) | divergence" };
 

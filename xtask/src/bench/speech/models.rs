@@ -51,11 +51,11 @@ impl SpeechModel {
             .find(|v| v.ep == Ep::Default && v.dtype == Dtype::F32)
             .and_then(|v| v.package)
             .ok_or_else(|| format!("{file}: its matrix names no default-f32 package"))?
-            .resolve("genai_config.json")
+            .resolve("genai_config.json", crate::hub()?)
             .map_err(|e| e.to_string())?;
         let hf = case.reference_dir(root).ok_or_else(|| format!("{file}: no `reference` (the Hugging Face folder generate() runs)"))?;
         let generation = match case.tokenizer_location(root) {
-            Some(l) => l.resolve("generation_config.json").map_err(|e| e.to_string())?,
+            Some(l) => l.resolve("generation_config.json", crate::hub()?).map_err(|e| e.to_string())?,
             None => package.clone(),
         };
         let g = &case.spec.generation;
