@@ -6,15 +6,13 @@
 //! verdicts, expected failures) and [`accuracy`] (the lm-eval style gate) -> [`report`]; [`trial`] strings them
 //! together for one `<case>/<modality>/<ep>/<dtype>/<level>` trial.
 //!
-//! The leaves any stage may import: [`vocab`] (dtypes, EPs, levels, modalities, trial ids), [`numeric`] (logits
-//! arithmetic), [`outcome`] (how a trial ended), [`paths`] (the suite root's confinement and
+//! The leaves any stage may import: [`vocab`] (dtypes, EPs, levels, modalities, trial ids), [`outcome`] (how a trial ended), [`paths`] (the suite root's confinement and
 //! the paths messages show), [`context`] (the run's settings, read from the environment once by
 //! the harness and xtask) and [`error`]. There are no flat re-exports: a path names its stage
 //! (`mobius_conformance::judge::verdict`), and `tests/tidy.rs` checks which stage may import which.
 
 pub mod context;
 pub mod error;
-pub mod numeric;
 pub mod outcome;
 pub mod paths;
 pub mod vocab;

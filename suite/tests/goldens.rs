@@ -59,7 +59,7 @@ fn small_vocabularies_inline_the_full_logits_and_round_trip_exactly() {
     write_all(&paths, &files);
     let g = PrefillGolden::load(&paths.prefill).unwrap();
     assert_eq!(g.full_logits(&paths.prefill).unwrap().unwrap(), r.prefill_logits, "bit-exact through hex floats");
-    assert_eq!(g.top1_id as usize, mobius_conformance::numeric::argmax(&r.prefill_logits));
+    assert_eq!(g.top1_id as usize, mobius_numeric::argmax(&r.prefill_logits));
     let generation = GenerationGolden::load(&paths.generation).unwrap();
     assert_eq!((generation.generated_tokens.clone(), generation.steps.len()), (vec![5, 6, 1], 3));
     // Deterministic bytes: regenerating gives the same files (what makes `regen-goldens` print UNCHANGED).

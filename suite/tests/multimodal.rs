@@ -7,7 +7,6 @@ mod common;
 use std::path::PathBuf;
 
 use mobius_conformance::feed::package::GenaiConfig;
-use mobius_conformance::numeric::compare;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::decoder::io::TokenInput;
 use mobius_conformance::run::encoder_session::Features;
@@ -17,6 +16,7 @@ use mobius_conformance::run::pipeline::Pipeline;
 use mobius_conformance::run::pipeline::multimodal::Embedder;
 use mobius_conformance::run::runtime::Provider;
 use mobius_conformance::run::sessions;
+use mobius_numeric::compare;
 
 const BOS: i64 = 2;
 const BOI: i64 = 4;

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use mobius_conformance::feed::inputs::{Inputs, NamedTensor, TensorData};
 use mobius_conformance::feed::package::GenaiConfig;
-use mobius_conformance::numeric::{TopK, scan_row};
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::decoder::Decoder;
 use mobius_conformance::run::encoder_session::Features;
@@ -16,6 +15,7 @@ use mobius_conformance::run::generate::{self, Suppress};
 use mobius_conformance::run::pipeline::{Pipeline, encoder_decoder};
 use mobius_conformance::run::runtime::Provider;
 use mobius_conformance::run::sessions;
+use mobius_numeric::{TopK, scan_row};
 
 const SOT: i64 = 513;
 const NOTIMESTAMPS: i64 = 515;

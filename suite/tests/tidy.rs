@@ -133,11 +133,8 @@ fn imports(f: &File) -> Vec<(usize, Vec<String>)> {
             while let Some(at) = rest.find(start) {
                 let before = rest[..at].chars().last();
                 let tail = &rest[at + start.len()..];
-                let path: Vec<String> = tail
-                    .split("::")
-                    .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
-                    .take_while(|s| !s.is_empty())
-                    .collect();
+                let span: String = tail.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+                let path: Vec<String> = span.split("::").map(str::to_string).take_while(|s| !s.is_empty()).collect();
                 rest = tail;
                 if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') || path.is_empty() {
                     continue;
@@ -222,24 +219,8 @@ fn leaves_are_leaves(files: &[File]) -> Vec<String> {
         .collect()
 }
 
-/// What may build a string outside the reporting stages: an error (its message names the file and the field), a
-/// path or a name. A `format!` whose statement holds one of these builds one of them.
-const BUILDS_AN_ERROR_OR_A_NAME: &[&str] = &[
-    "Error::new(",
-    "bail!(",
-    ".context(",
-    ".at(",
-    "Err(",
-    "::custom(",
-    "panic!(",
-    ".expect(",
-    ".join(format!",
-    "ok_or_else(",
-    "map_err(",
-    "unwrap_or_else(",
-    "Self::refused(",
-    "stale(",
-];
+/// What builds an error: a `format!` whose statement holds one of these builds an error's message.
+const BUILDS_AN_ERROR_OR_A_NAME: &[&str] = &["Error::new(", "bail!(", ".context(", "Err(", "panic!(", ".expect("];
 
 /// The statements of `code` (split at `;`, `{` and `}` outside strings), with the line each starts on.
 fn statements(code: &str) -> Vec<(usize, String)> {
@@ -270,9 +251,13 @@ fn statements(code: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// Rule 4: only the reporting stages word a judgement. Elsewhere: no `fmt::Write` and no `writeln!`; `write!` only
-/// in a value's own `Display` (its spelling, as a case file states it); `format!` only to build an error, a path
-/// or a name; and the orchestrator (`trial/`) builds no text at all but errors.
+/// The stage that builds no text but errors (their messages name the file and the field): the orchestrator hands
+/// every outcome's words to `report/`.
+const NO_TEXT: &[&str] = &["trial"];
+
+/// Rule 4: only the reporting stages word a judgement. Anywhere else: no `fmt::Write` and no `writeln!`; `write!`
+/// only in a value's own `Display` (its spelling, as a case file states it); no judgement's reasons worded (a
+/// judge's reasons are data the report words). In the orchestrator, `format!` only builds an error.
 fn only_reports_render(files: &[File]) -> Vec<String> {
     let mut out = Vec::new();
     for f in files.iter().filter(|f| !REPORTING.contains(&f.stage())) {
@@ -290,6 +275,12 @@ fn only_reports_render(files: &[File]) -> Vec<String> {
             if l.contains("write!(") && in_display == 0 {
                 out.push(format!("{}:{}: write! outside a Display: {}", f.rel, i + 1, l.trim()));
             }
+            if ["reasons.push(", "reasons.extend(", "reasons: vec![", "reason: format!("].iter().any(|w| l.contains(w)) {
+                out.push(format!("{}:{}: words a judgement's reason; a judge keeps it as data: {}", f.rel, i + 1, l.trim()));
+            }
+        }
+        if !NO_TEXT.contains(&f.stage()) {
+            continue;
         }
         for (line, s) in statements(&f.code) {
             if s.contains("format!(") && !BUILDS_AN_ERROR_OR_A_NAME.iter().any(|m| s.contains(m)) {
@@ -417,7 +408,7 @@ fn rules_fail_on_planted_violations() {
     assert!(caught(environment_through_the_context(&with("plan/hub.rs", "fn f() { let _ = Api::from_env(); }")), "plan/hub.rs"));
     assert!(caught(no_re_exports(&with("accuracy/gate.rs", "pub use crate::accuracy::policy::GatePolicy;")), "accuracy/gate.rs"));
     // And what each rule allows still passes: an error's message, a value's Display, a macro's export.
-    assert!(only_reports_render(&with("judge/hexfloat.rs", "fn f() -> Result<()> { bail!(\"{}\", 1) }")).is_empty());
+    assert!(!caught(only_reports_render(&with("trial/matrix.rs", "fn f() -> Result<()> { bail!(\"{}\", 1) }")), "trial/matrix.rs"));
     assert!(no_re_exports(&real).is_empty());
 }
 

@@ -5,9 +5,9 @@ use mobius_conformance::judge::tolerance::{Logits, Tolerance};
 use mobius_conformance::judge::verdict::{
     DivergenceKind, Verdict, judge_generation, judge_positions, judge_prefill, judge_step_logits, with_positions, with_step_logits,
 };
-use mobius_conformance::numeric::PositionLogits;
-use mobius_conformance::numeric::TopK;
 use mobius_conformance::vocab::Dtype;
+use mobius_numeric::PositionLogits;
+use mobius_numeric::TopK;
 
 fn f32_l4() -> Tolerance {
     Tolerance::builtin(Logits::Prefill, Dtype::F32)
@@ -31,7 +31,7 @@ fn prefill_golden(r: &[f32]) -> PrefillGolden {
         top2_id: top.ids[1],
         top10_ids: top.ids.clone(),
         top10_logits: top.logits.iter().map(|&x| Hex(x as f64)).collect(),
-        logits_summary: mobius_conformance::numeric::summary(r).iter().map(|&x| Hex(x)).collect(),
+        logits_summary: mobius_numeric::summary(r).iter().map(|&x| Hex(x)).collect(),
         input_ids: vec![2, 10, 11],
         input_hash: None,
         vocab_size: Some(r.len()),

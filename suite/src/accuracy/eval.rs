@@ -12,8 +12,8 @@ use crate::accuracy::task::{Item, ItemKind, Task};
 use crate::error::{Error, Result};
 use crate::feed::tokenizer::TextTokenizer;
 use crate::judge::finite::{self, ExpectedVocab, NonFinite, VocabMismatch};
-use crate::numeric::argmax;
 use crate::run::decoder::{Decoder, StepInput, StepOutput};
+use mobius_numeric::argmax;
 
 /// What scoring a task gave: every item's score, or the item where the package's logits could no longer be judged
 /// (scoring stops there: nothing after it can be).

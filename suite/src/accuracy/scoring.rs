@@ -15,7 +15,7 @@ pub fn continuation_loglik<'a>(rows: impl IntoIterator<Item = &'a [f32]>, contin
     let mut greedy = true;
     for (row, &id) in rows.into_iter().zip(continuation) {
         total += log_prob(row, id as usize);
-        greedy &= crate::numeric::argmax(row) == id as usize;
+        greedy &= mobius_numeric::argmax(row) == id as usize;
     }
     (total as f64, greedy)
 }

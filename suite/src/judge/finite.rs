@@ -2,7 +2,7 @@
 //! first: out-of-range ids read as NaN), and NaN or infinite values, with the first position or step they appear at.
 //! The run stage returns logits as they came; every level asks this module, and nothing else decides `non_finite`.
 
-use crate::numeric::{NonFiniteRow, PositionLogits, Step};
+use mobius_numeric::{NonFiniteRow, PositionLogits, Step};
 
 /// Where non-finite logits were first seen, and what was there.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{At, Error, Result, bail};
 use crate::judge::hexfloat;
-use crate::numeric::TopK;
+use mobius_numeric::TopK;
 
 /// Above this vocabulary size the full last-position logits go to a safetensors sidecar instead of the JSON.
 pub const INLINE_LOGITS_MAX: usize = 4096;
@@ -68,7 +68,7 @@ impl Noise {
     /// The statistics of `|a - b|` (max, median, 99th percentile; nearest rank).
     pub fn between(a: &[f32], b: &[f64]) -> Noise {
         let d: Vec<f64> = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y).abs()).collect();
-        let [max, p50, p99] = crate::numeric::spread(&d);
+        let [max, p50, p99] = mobius_numeric::spread(&d);
         Noise { max: Hex(max), p50: Hex(p50), p99: Hex(p99) }
     }
 }
@@ -408,7 +408,7 @@ pub fn from_reference(run: &ReferenceRun, model_id: &str, prompt: &str, max_new_
         bail!("the reference's prefill logits are not finite at id {i} ({})", last[i]);
     }
     let top = TopK::of(last, 10);
-    let summary = crate::numeric::summary(last);
+    let summary = mobius_numeric::summary(last);
     let inline = last.len() <= INLINE_LOGITS_MAX;
     let prefill = PrefillGolden {
         top1_id: top.ids[0],

@@ -6,8 +6,8 @@ use std::fmt;
 use crate::feed::inputs::Inputs;
 use crate::judge::golden::{GenerationGolden, Noise, PrefillGolden};
 use crate::judge::tolerance::Tolerance;
-use crate::numeric::{Comparison, TopK, compare, overlap};
 use crate::outcome::Status;
+use mobius_numeric::{Comparison, TopK, compare, overlap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verdict {
@@ -81,7 +81,7 @@ fn half_ulp(largest: f64) -> f64 {
 /// Judges `got` against `want` in multiples of the reference's noise.
 pub fn judge_noise(got: &[f32], want: &[f32], noise: &Noise, tol: &Tolerance) -> NoiseJudgement {
     let d: Vec<f64> = got.iter().zip(want).map(|(&g, &w)| (g as f64 - w as f64).abs()).collect();
-    let [max, p50, p99] = crate::numeric::spread(&d);
+    let [max, p50, p99] = mobius_numeric::spread(&d);
     let diff = [p50, p99, max];
     let largest = want.iter().fold(0.0f64, |m, &w| if w.is_finite() { m.max((w as f64).abs()) } else { m });
     let noise = [noise.p50.0, noise.p99.0, noise.max.0];
@@ -275,7 +275,7 @@ pub struct Positions {
 /// With a noise floor the bound at a position is the policy's max multiple of the reference's own noise there
 /// (floored at half an ulp of its largest stored number, times the dtype's scale), as L4's last-position `max`
 /// statistic; without one it is atol + rtol * |ref|. `None` when the golden stores no positions (mobius' goldens).
-pub fn judge_positions(got: &[crate::numeric::PositionLogits], golden: &PrefillGolden, tol: &Tolerance) -> Option<Positions> {
+pub fn judge_positions(got: &[mobius_numeric::PositionLogits], golden: &PrefillGolden, tol: &Tolerance) -> Option<Positions> {
     if golden.positions.is_empty() {
         return None;
     }

@@ -153,11 +153,17 @@ impl Xfail {
     }
 }
 
+/// How messages name entry `i` of `n` xfail entries: `` `xfail `` alone, else `` `xfail[i] `` (the backtick opens
+/// the field's name; the message closes it after the rest of the path).
+pub fn field(n: usize, i: usize) -> String {
+    if n == 1 { "`xfail".to_string() } else { format!("`xfail[{i}]") }
+}
+
 /// Checks a case's xfail entries: each names its levels, a reason and the failure it expects, and no two name the
 /// same trial. Errors name the field.
 pub fn validate(entries: &[Xfail]) -> std::result::Result<(), String> {
     for (i, x) in entries.iter().enumerate() {
-        let at = if entries.len() == 1 { "`xfail".to_string() } else { format!("`xfail[{i}]") };
+        let at = field(entries.len(), i);
         if x.levels.is_empty() || x.reason.trim().is_empty() {
             return Err(format!("field {at}` needs a non-empty `levels` list and a `reason`"));
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::{Error, Result, bail};
 use crate::judge::tolerance::ToleranceOverride;
-pub use crate::judge::xfail::Xfail;
+use crate::judge::xfail::Xfail;
 use crate::plan::hub::HubRef;
 use crate::vocab::{Dtype, Ep, Level, Modality};
 

@@ -16,10 +16,10 @@
 //! token step-by-step, and once per checked run here. The speech gate's draft is the reference's own transcript.
 
 use crate::error::{Result, bail};
-use crate::numeric::Step;
 use crate::run::decoder::{Decoder, StepInput};
 use crate::run::generate::{self, Generated, Suppress};
 use crate::run::pipeline::Pipeline;
+use mobius_numeric::Step;
 
 /// A drafted run: the package's greedy tokens, as [`generate::greedy_with`] keeps them, and how many forward calls
 /// they took.

@@ -133,6 +133,27 @@ impl Drop for Inside {
     }
 }
 
+/// The prompt a processor is given, from the ids the Hugging Face processor made of it: every expanded media block
+/// (`<begin> <soft> x n <end>`, a run of one repeated id between two others) back to its one placeholder (`<soft>`).
+pub fn placeholder_ids(expanded: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(expanded.len());
+    let mut i = 0;
+    while i < expanded.len() {
+        let id = expanded[i];
+        let run = expanded[i..].iter().take_while(|&&x| x == id).count();
+        if run >= 2 && i > 0 && i + run < expanded.len() {
+            // Drop the block's opening token (already pushed) and its closing one.
+            out.pop();
+            out.push(id);
+            i += run + 1;
+        } else {
+            out.push(id);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// Where the library is, installing the pinned wheel first if need be.
 pub fn locate() -> Result<PathBuf> {
     let places = &runtime::settings().places;
@@ -406,7 +427,7 @@ impl Model {
                     None => logits(api, generator.ptr)?,
                     Some(l) => l,
                 };
-                chosen.push(crate::numeric::argmax(&l) as i64);
+                chosen.push(mobius_numeric::argmax(&l) as i64);
                 api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
                 if !(api.is_done)(generator.ptr) {
                     step_logits = Some(logits(api, generator.ptr)?);
@@ -545,6 +566,15 @@ unsafe fn logits(api: &Api, generator: *mut OgaGenerator) -> Result<Vec<f32>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn media_blocks_collapse_to_their_placeholder() {
+        // <bos> <turn> user \n <|image> <|image|> x3 <image|> text
+        assert_eq!(placeholder_ids(&[2, 11, 97, 4, 6, 6, 6, 5, 300]), [2, 11, 97, 6, 300]);
+        assert_eq!(placeholder_ids(&[2, 4, 6, 6, 5, 8, 10, 10, 9, 1]), [2, 6, 10, 1]);
+        assert_eq!(placeholder_ids(&[2, 11, 97]), [2, 11, 97]);
+    }
+
     use super::*;
 
     /// A site-packages folder holding `onnxruntime_genai/libonnxruntime-genai.so` and, when given, the wheel's

@@ -1,9 +1,9 @@
 //! Prefill and greedy generation with the KV cache, over a [`Decoder`] and the package's [`Pipeline`].
 
 use crate::error::{Result, bail};
-use crate::numeric::{PositionLogits, Step, TopK, argmax, scan_row};
 use crate::run::decoder::{Decoder, StepOutput};
 use crate::run::pipeline::Pipeline;
+use mobius_numeric::{PositionLogits, Step, TopK, argmax, scan_row};
 
 /// Last-position logits of a prefill over `ids`.
 pub fn prefill(decoder: &Decoder, pipeline: &Pipeline, ids: &[i64]) -> Result<Vec<f32>> {

@@ -108,7 +108,7 @@ fn check_selected(case: &Case) -> Result<(), Error> {
 fn check_xfail(case: &Case, trials: &[TrialSpec]) -> Result<(), Error> {
     let entries = &case.spec.xfail;
     for (i, x) in entries.iter().enumerate() {
-        let at = if entries.len() == 1 { "`xfail".to_string() } else { format!("`xfail[{i}]") };
+        let at = crate::judge::xfail::field(entries.len(), i);
         if let Some(e) = &x.expect {
             let kind = e.failure;
             if let Some(l) = x.levels.iter().find(|&&l| !level::of(l).failures().contains(&kind)) {
@@ -177,7 +177,8 @@ fn collisions(sorted: Vec<TrialSpec>) -> Vec<TrialSpec> {
 
 /// The trials a case file's text plans when it does not load (a test's view of [`plan`]'s guess).
 pub fn guessed(suite: &Suite, name: &str, text: Option<&str>) -> Vec<TrialId> {
-    let guess = Arc::new(crate::plan::discovery::guess(name, &format!("cases/{name}.yaml"), "", text));
+    let file = ["cases/", name, ".yaml"].concat();
+    let guess = Arc::new(crate::plan::discovery::guess(name, &file, "", text));
     let mut ids: Vec<TrialId> = matrix(suite, &guess, name).into_iter().map(|t| t.id).collect();
     ids.sort_by_key(ToString::to_string);
     ids.dedup();

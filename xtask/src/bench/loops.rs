@@ -133,7 +133,7 @@ impl OrtOnlyLoop {
         let mut ids = Vec::with_capacity(self.tokens);
         for _ in 0..self.tokens {
             let out = self.decoder.step(StepInput::Ids(input), &mut cache).map_err(|e| e.to_string())?;
-            let next = mobius_conformance::numeric::argmax(out.last()) as i64;
+            let next = mobius_numeric::argmax(out.last()) as i64;
             ids.push(next);
             input = vec![next];
         }

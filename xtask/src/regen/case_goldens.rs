@@ -259,7 +259,7 @@ fn fed_and_features(raw: &Path, tensors: &std::collections::HashMap<String, RawT
 /// the margin goes into the ledger.
 fn margin(suite: &Suite, stream: &Stream, run: &ReferenceRun, ledger: &mut Ledger) -> Vec<String> {
     let mut lines = Vec::new();
-    let each = run.step_logits.iter().map(|l| mobius_conformance::numeric::TopK::of(l, 2).margin());
+    let each = run.step_logits.iter().map(|l| mobius_numeric::TopK::of(l, 2).margin());
     if let Some((step, min)) = each.enumerate().min_by(|a, b| a.1.total_cmp(&b.1)) {
         let what = format!("{} ({}, {} golden)", stream.case.name, stream.modality, stream.dtype);
         lines.push(format!(

@@ -211,7 +211,7 @@ mod tests {
         let mut tail = Vec::new();
         let mut target_logprob = Vec::new();
         for (row, &t) in rows.iter().zip(targets) {
-            let lse = crate::numeric::logsumexp(row.iter().copied());
+            let lse = mobius_numeric::logsumexp(row.iter().copied());
             let mut order: Vec<usize> = (0..row.len()).collect();
             order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
             top_ids.extend(order[..k].iter().map(|&i| i as i64));
@@ -239,7 +239,7 @@ mod tests {
     }
 
     fn full_kl(p: &[f32], q: &[f32]) -> f64 {
-        let (lp, lq) = (crate::numeric::logsumexp(p.iter().copied()), crate::numeric::logsumexp(q.iter().copied()));
+        let (lp, lq) = (mobius_numeric::logsumexp(p.iter().copied()), mobius_numeric::logsumexp(q.iter().copied()));
         p.iter().zip(q).map(|(&a, &b)| (a as f64 - lp).exp() * ((a as f64 - lp) - (b as f64 - lq))).sum()
     }
 

@@ -9,7 +9,7 @@ use crate::judge::golden::{Hex, Noise};
 use crate::judge::profile::Profile;
 use crate::judge::tolerance::Tolerance;
 use crate::judge::verdict::{NoiseJudgement, Verdict, judge_noise};
-use crate::numeric::{Comparison, compare};
+use mobius_numeric::{Comparison, compare};
 
 /// What the run stage measured for one encoder.
 pub struct ComponentOutputs<'a> {

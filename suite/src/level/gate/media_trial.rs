@@ -237,7 +237,7 @@ fn genai_output(
         Medium::Image => inputs.input_ids().to_vec(),
         Medium::Audio => feed.prefix.clone(),
     };
-    let prompt = tokenizer.decode_raw(&crate::level::genai::judge::placeholder_ids(&reference_ids));
+    let prompt = tokenizer.decode_raw(&crate::run::genai::placeholder_ids(&reference_ids));
     let file = scratch.media(item, feed.medium, protocol.media, &what)?;
     let (images, audio) = match feed.medium {
         Medium::Image => (vec![file], vec![]),

@@ -123,27 +123,6 @@ pub fn judge(
     GenaiReport { feed, status, prompt, prefill, generation, failure, max_abs_diff, first_divergence }
 }
 
-/// The prompt a processor is given, from the ids the Hugging Face processor made of it: every expanded media block
-/// (`<begin> <soft> x n <end>`, a run of one repeated id between two others) back to its one placeholder (`<soft>`).
-pub fn placeholder_ids(expanded: &[i64]) -> Vec<i64> {
-    let mut out = Vec::with_capacity(expanded.len());
-    let mut i = 0;
-    while i < expanded.len() {
-        let id = expanded[i];
-        let run = expanded[i..].iter().take_while(|&&x| x == id).count();
-        if run >= 2 && i > 0 && i + run < expanded.len() {
-            // Drop the block's opening token (already pushed) and its closing one.
-            out.pop();
-            out.push(id);
-            i += run + 1;
-        } else {
-            out.push(id);
-            i += 1;
-        }
-    }
-    out
-}
-
 /// How genai's processor prompt differs from Hugging Face's, if it does.
 pub fn prompt_difference(hf: &[i64], genai: &[i64], text: &dyn Fn(&[i64]) -> String) -> Option<PromptDifference> {
     if hf == genai {
@@ -159,11 +138,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn media_blocks_collapse_to_their_placeholder() {
-        // <bos> <turn> user \n <|image> <|image|> x3 <image|> text
-        assert_eq!(placeholder_ids(&[2, 11, 97, 4, 6, 6, 6, 5, 300]), [2, 11, 97, 6, 300]);
-        assert_eq!(placeholder_ids(&[2, 4, 6, 6, 5, 8, 10, 10, 9, 1]), [2, 6, 10, 1]);
-        assert_eq!(placeholder_ids(&[2, 11, 97]), [2, 11, 97]);
+    fn a_prompt_difference_names_where_the_ids_part() {
         let d = prompt_difference(&[1, 2, 3], &[1, 9, 2, 3], &|ids: &[i64]| format!("{ids:?}")).unwrap();
         assert_eq!((d.at, d.genai.as_slice(), d.genai_text.as_str()), (1, &[1, 9, 2, 3][..], "[1, 9, 2, 3]"));
         assert_eq!(prompt_difference(&[1], &[1], &|_: &[i64]| String::new()), None);

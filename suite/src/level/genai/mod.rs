@@ -123,7 +123,7 @@ fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
 fn run_genai_media(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
     let (package, paths, tokenizer, policy) = (&p.package, &p.paths, &p.tokenizer, p.policy);
     let hf = p.inputs.input_ids();
-    let prompt = tokenizer.decode_raw(&crate::level::genai::judge::placeholder_ids(hf));
+    let prompt = tokenizer.decode_raw(&crate::run::genai::placeholder_ids(hf));
     let media = |files: &[String], wanted: bool| -> Vec<PathBuf> {
         if wanted { files.iter().map(|f| t.suite.root.join(f)).collect() } else { Vec::new() }
     };

@@ -2,8 +2,8 @@
 
 use crate::judge::golden::GenerationGolden;
 use crate::judge::verdict::{DivergenceKind, GenerationReport, StepLogits};
-use crate::numeric::Step;
 use crate::outcome::Outcome;
+use mobius_numeric::Step;
 
 /// The L5 judgement of an outcome, when it has one.
 pub fn of(o: &Outcome) -> Option<&Judged> {
@@ -98,7 +98,7 @@ mod tests {
     use crate::judge::golden::{Hex, StepTop};
     use crate::judge::tolerance::Tolerance;
     use crate::judge::verdict::judge_generation;
-    use crate::numeric::TopK;
+    use mobius_numeric::TopK;
 
     fn step(ids: &[i64], logits: &[f64]) -> StepTop {
         StepTop { ids: ids.to_vec(), logits: logits.iter().map(|&l| Hex(l)).collect() }

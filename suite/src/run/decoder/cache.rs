@@ -9,13 +9,13 @@ use ort::session::SessionInputValue;
 use ort::value::{DynValue, PrimitiveTensorElementType, Tensor};
 
 use crate::error::{Error, Result, bail};
-use crate::numeric::PositionLogits;
 use crate::run::decoder::io::Float;
 use crate::run::decoder::logits::{read_last_rows, sum_up_rows};
 use crate::run::decoder::{Decoder, StepInput, StepOutput};
 use crate::run::encoder_session::Features;
 use crate::run::runtime::ort_err;
 use crate::run::timing::timed;
+use mobius_numeric::PositionLogits;
 
 /// The KV cache between steps: the previous step's `present.*` outputs, fed back as `past_key_values.*`.
 pub struct Cache {

@@ -4,8 +4,8 @@
 use ort::value::{DynValue, PrimitiveTensorElementType};
 
 use crate::error::{Error, Result, bail};
-use crate::numeric::PositionLogits;
 use crate::run::decoder::io::Float;
+use mobius_numeric::PositionLogits;
 
 /// The last `rows` rows of a `[1, t, vocab]` float tensor, as f32, and the vocabulary size: only what the verdict
 /// needs is copied.
@@ -34,7 +34,7 @@ pub(super) fn sum_up_rows(v: &DynValue, ty: Float, watch: &[&[i64]]) -> Result<V
             .zip(watch)
             .map(|(row, ids)| PositionLogits {
                 watched: ids.iter().map(|&id| usize::try_from(id).ok().and_then(|i| row.get(i)).map_or(f32::NAN, |&x| f(x))).collect(),
-                logsumexp: crate::numeric::logsumexp(row.iter().map(|&x| f(x))),
+                logsumexp: mobius_numeric::logsumexp(row.iter().map(|&x| f(x))),
             })
             .collect())
     }
