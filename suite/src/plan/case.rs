@@ -445,22 +445,7 @@ impl Case {
         paths.extend(s.inputs.audio.iter().map(|p| ("inputs.audio", p)));
         paths.extend(s.distribution.iter().filter_map(|d| d.corpus.as_ref()).map(|c| ("distribution.corpus", c)));
         if let Some(d) = &s.distribution {
-            if s.task_type == "speech-to-text" {
-                if d.corpus.is_none() {
-                    bail!(
-                        "{file}: field `distribution.corpus` is missing: a speech-to-text case names its utterances (a JSON \
-                         lines file of {{\"name\", \"audio\", \"text\"}})"
-                    );
-                }
-                if d.n_ctx.is_some() {
-                    bail!("{file}: field `distribution.n_ctx`: a speech-to-text case's segments are its utterances, not chunks");
-                }
-            } else if !(8..=8192).contains(&d.n_ctx()) || d.n_ctx() % 2 != 0 {
-                bail!("{file}: field `distribution.n_ctx` is {}, expected an even number in 8..=8192", d.n_ctx());
-            }
-            if !(1..=1024).contains(&d.k) {
-                bail!("{file}: field `distribution.k` is {}, expected 1..=1024", d.k);
-            }
+            self.validate_distribution(d)?;
         }
         let accuracy_data: Vec<String> = s
             .accuracy
@@ -485,19 +470,49 @@ impl Case {
             }
         }
         for (field, p) in paths {
-            match HubRef::parse(p) {
-                Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),
-                Some(Ok(_)) => {}
-                None if !s.external_paths && !crate::paths::stays_inside(p) => bail!(
-                    "{file}: field `{field}`: path {p:?} leaves the suite root; paths are relative to the folder holding \
-                     `cases/`. Set `external_paths: true` in the case if it really must read files elsewhere"
-                ),
-                None => {}
-            }
+            self.validate_path(field, p)?;
         }
         crate::judge::xfail::validate(&s.xfail).map_err(|e| Error::new(format!("{file}: {e}")))?;
         if let Some(t) = &s.tolerance {
             t.validate().map_err(|e| e.context(format!("{file}: field `tolerance`")))?;
+        }
+        Ok(())
+    }
+
+    /// The `distribution:` block holds what the case's kind of corpus needs.
+    fn validate_distribution(&self, d: &Distribution) -> Result<()> {
+        let (s, file) = (&self.spec, &self.file);
+        if s.task_type == "speech-to-text" {
+            if d.corpus.is_none() {
+                bail!(
+                    "{file}: field `distribution.corpus` is missing: a speech-to-text case names its utterances (a JSON \
+                     lines file of {{\"name\", \"audio\", \"text\"}})"
+                );
+            }
+            if d.n_ctx.is_some() {
+                bail!("{file}: field `distribution.n_ctx`: a speech-to-text case's segments are its utterances, not chunks");
+            }
+        } else if !(8..=8192).contains(&d.n_ctx()) || d.n_ctx() % 2 != 0 {
+            bail!("{file}: field `distribution.n_ctx` is {}, expected an even number in 8..=8192", d.n_ctx());
+        }
+        if !(1..=1024).contains(&d.k) {
+            bail!("{file}: field `distribution.k` is {}, expected 1..=1024", d.k);
+        }
+        Ok(())
+    }
+
+    /// A path a field names: a well-formed `hf://` reference, or a path that stays inside the suite root unless the
+    /// case sets `external_paths`.
+    fn validate_path(&self, field: &str, p: &str) -> Result<()> {
+        let (s, file) = (&self.spec, &self.file);
+        match HubRef::parse(p) {
+            Some(Err(e)) => bail!("{file}: field `{field}`: {e}"),
+            Some(Ok(_)) => {}
+            None if !s.external_paths && !crate::paths::stays_inside(p) => bail!(
+                "{file}: field `{field}`: path {p:?} leaves the suite root; paths are relative to the folder holding \
+                 `cases/`. Set `external_paths: true` in the case if it really must read files elsewhere"
+            ),
+            None => {}
         }
         Ok(())
     }

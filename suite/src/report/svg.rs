@@ -44,62 +44,102 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
-pub fn line_chart(c: &LineChart) -> String {
-    let n = c.series.iter().map(|s| s.points.len()).max().unwrap_or(0);
-    let finite = |v: f64| v.is_finite() && (!c.log_y || v > 0.0);
-    let values: Vec<f64> = c
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().flatten().copied())
-        .chain(c.thresholds.iter().map(|t| t.0))
-        .filter(|&v| finite(v))
-        .collect();
-    let (mut lo, mut hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
-    if !lo.is_finite() {
-        (lo, hi) = if c.log_y { (1e-8, 1.0) } else { (0.0, 1.0) };
+/// Where a chart's values land: its points per series, its y range (decades on a log axis) and the plot's box.
+struct Frame {
+    n: usize,
+    log_y: bool,
+    lo: f64,
+    hi: f64,
+    plot_w: f64,
+    plot_h: f64,
+}
+
+impl Frame {
+    fn of(c: &LineChart) -> Frame {
+        let n = c.series.iter().map(|s| s.points.len()).max().unwrap_or(0);
+        let finite = |v: f64| v.is_finite() && (!c.log_y || v > 0.0);
+        let values: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().flatten().copied())
+            .chain(c.thresholds.iter().map(|t| t.0))
+            .filter(|&v| finite(v))
+            .collect();
+        let (mut lo, mut hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+        if !lo.is_finite() {
+            (lo, hi) = if c.log_y { (1e-8, 1.0) } else { (0.0, 1.0) };
+        }
+        let (lo, hi) = if c.log_y {
+            let (l, h) = (lo.log10().floor(), hi.log10().ceil());
+            (l, if h <= l { l + 1.0 } else { h })
+        } else {
+            let lo = lo.min(0.0);
+            (lo, if hi <= lo { lo + 1.0 } else { hi * 1.05 })
+        };
+        Frame { n, log_y: c.log_y, lo, hi, plot_w: W - LEFT - RIGHT, plot_h: H - TOP - BOTTOM }
     }
-    let (lo, hi) = if c.log_y {
-        let (l, h) = (lo.log10().floor(), hi.log10().ceil());
-        (l, if h <= l { l + 1.0 } else { h })
-    } else {
-        let lo = lo.min(0.0);
-        (lo, if hi <= lo { lo + 1.0 } else { hi * 1.05 })
-    };
-    let plot_w = W - LEFT - RIGHT;
-    let plot_h = H - TOP - BOTTOM;
-    let x_of = |i: f64| LEFT + if n > 1 { plot_w * i / (n - 1) as f64 } else { plot_w / 2.0 };
-    // Infinite (NaN) differences are drawn at the top edge: the worst there is.
-    let y_of = |v: f64| {
+
+    /// A value the y axis can show (on a log axis, a positive one).
+    fn finite(&self, v: f64) -> bool {
+        v.is_finite() && (!self.log_y || v > 0.0)
+    }
+
+    fn x_of(&self, i: f64) -> f64 {
+        LEFT + if self.n > 1 { self.plot_w * i / (self.n - 1) as f64 } else { self.plot_w / 2.0 }
+    }
+
+    /// Infinite (NaN) differences are drawn at the top edge: the worst there is.
+    fn y_of(&self, v: f64) -> f64 {
+        let (lo, hi) = (self.lo, self.hi);
         let t = if v.is_infinite() && v > 0.0 {
             1.0
-        } else if c.log_y {
+        } else if self.log_y {
             (v.max(10f64.powf(lo)).log10() - lo) / (hi - lo)
         } else {
             (v - lo) / (hi - lo)
         };
-        TOP + plot_h * (1.0 - t.clamp(0.0, 1.0))
-    };
+        TOP + self.plot_h * (1.0 - t.clamp(0.0, 1.0))
+    }
+
+    /// y ticks: decades on a log axis, quarters on a linear one.
+    fn ticks(&self) -> Vec<f64> {
+        let (lo, hi) = (self.lo, self.hi);
+        if self.log_y {
+            let step = ((hi - lo) / 5.0).ceil().max(1.0);
+            let mut v = Vec::new();
+            let mut e = lo;
+            while e <= hi + 1e-9 {
+                v.push(10f64.powf(e));
+                e += step;
+            }
+            v
+        } else {
+            (0..=4).map(|k| lo + (hi - lo) * k as f64 / 4.0).collect()
+        }
+    }
+}
+
+pub fn line_chart(c: &LineChart) -> String {
+    let f = Frame::of(c);
     let mut s = format!(
         "<svg class=\"chart\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\">",
         escape(c.title)
     );
     let _ = write!(s, "<text x=\"{LEFT}\" y=\"16\" class=\"title\">{}</text>", escape(c.title));
-    let _ = write!(s, "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{plot_w}\" height=\"{plot_h}\" class=\"frame\"/>");
-    // y ticks: decades on a log axis, quarters on a linear one.
-    let ticks: Vec<f64> = if c.log_y {
-        let step = ((hi - lo) / 5.0).ceil().max(1.0);
-        let mut v = Vec::new();
-        let mut e = lo;
-        while e <= hi + 1e-9 {
-            v.push(10f64.powf(e));
-            e += step;
-        }
-        v
-    } else {
-        (0..=4).map(|k| lo + (hi - lo) * k as f64 / 4.0).collect()
-    };
-    for t in ticks {
-        let y = y_of(t);
+    let _ = write!(s, "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" class=\"frame\"/>", f.plot_w, f.plot_h);
+    axes(&mut s, &f, c);
+    guides(&mut s, &f, c);
+    for (k, series) in c.series.iter().enumerate() {
+        line(&mut s, &f, k, series);
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// The y grid with its ticks, the x axis's ends and its label.
+fn axes(s: &mut String, f: &Frame, c: &LineChart) {
+    for t in f.ticks() {
+        let y = f.y_of(t);
         let _ = write!(
             s,
             "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" class=\"grid\"/><text x=\"{}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"end\">{}</text>",
@@ -109,19 +149,23 @@ pub fn line_chart(c: &LineChart) -> String {
             fmt_tick(t)
         );
     }
-    let last = n.saturating_sub(1) as f64 * c.x_scale;
+    let last = f.n.saturating_sub(1) as f64 * c.x_scale;
     for (x, label) in [(LEFT, "0".to_string()), (W - RIGHT, format!("{:.0}", last))] {
         let _ = write!(s, "<text x=\"{x:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"middle\">{label}</text>", H - BOTTOM + 14.0);
     }
     let _ = write!(
         s,
         "<text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\" text-anchor=\"middle\">{}</text>",
-        LEFT + plot_w / 2.0,
+        LEFT + f.plot_w / 2.0,
         H - 6.0,
         escape(c.x_label)
     );
+}
+
+/// The thresholds (horizontal lines) and markers (vertical ones), each labelled.
+fn guides(s: &mut String, f: &Frame, c: &LineChart) {
     for (y, label) in &c.thresholds {
-        let py = y_of(*y);
+        let py = f.y_of(*y);
         let _ = write!(
             s,
             "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{py:.1}\" y2=\"{py:.1}\" class=\"threshold\"/><text x=\"{}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"end\">{}</text>",
@@ -132,47 +176,47 @@ pub fn line_chart(c: &LineChart) -> String {
         );
     }
     for (x, label) in &c.markers {
-        let px = x_of(*x);
+        let px = f.x_of(*x);
         let _ = write!(
             s,
             "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{TOP}\" y2=\"{:.1}\" class=\"marker\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"marker-label\">{}</text>",
-            TOP + plot_h,
+            TOP + f.plot_h,
             px + 3.0,
             TOP + 11.0,
             escape(label)
         );
     }
-    for (k, series) in c.series.iter().enumerate() {
-        let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-        for (i, p) in series.points.iter().enumerate() {
-            match p.filter(|&v| v.is_infinite() || finite(v)) {
-                Some(v) => runs.last_mut().unwrap().push((x_of(i as f64), y_of(v))),
-                None if !runs.last().unwrap().is_empty() => runs.push(Vec::new()),
-                None => {}
-            }
+}
+
+/// Series `k`: a polyline per run of drawable points (a gap where none is), dots on a short series, its legend entry.
+fn line(s: &mut String, f: &Frame, k: usize, series: &Series) {
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for (i, p) in series.points.iter().enumerate() {
+        match p.filter(|&v| v.is_infinite() || f.finite(v)) {
+            Some(v) => runs.last_mut().unwrap().push((f.x_of(i as f64), f.y_of(v))),
+            None if !runs.last().unwrap().is_empty() => runs.push(Vec::new()),
+            None => {}
         }
-        for run in runs.iter().filter(|r| !r.is_empty()) {
-            let pts: Vec<String> = run.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-            let _ = write!(s, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts.join(" "), series.color);
-            if n <= 64 {
-                for (x, y) in run {
-                    let _ = write!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{}\"/>", series.color);
-                }
-            }
-        }
-        let lx = LEFT + 8.0 + 170.0 * k as f64;
-        let _ = write!(
-            s,
-            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"10\" height=\"3\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
-            TOP + plot_h - 10.0,
-            series.color,
-            lx + 14.0,
-            TOP + plot_h - 6.0,
-            escape(series.label)
-        );
     }
-    s.push_str("</svg>");
-    s
+    for run in runs.iter().filter(|r| !r.is_empty()) {
+        let pts: Vec<String> = run.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+        let _ = write!(s, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts.join(" "), series.color);
+        if f.n <= 64 {
+            for (x, y) in run {
+                let _ = write!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{}\"/>", series.color);
+            }
+        }
+    }
+    let lx = LEFT + 8.0 + 170.0 * k as f64;
+    let _ = write!(
+        s,
+        "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"10\" height=\"3\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{}</text>",
+        TOP + f.plot_h - 10.0,
+        series.color,
+        lx + 14.0,
+        TOP + f.plot_h - 6.0,
+        escape(series.label)
+    );
 }
 
 /// Paired bars, one pair per labelled item: (label, left value, right value); values are non-negative.

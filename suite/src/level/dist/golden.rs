@@ -3,7 +3,7 @@
 //! log-probability of the corpus's own next token; the per-dtype floors measured on the reference itself; what regen
 //! measured of each package variant. Read and checked here, tensor by tensor.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -159,54 +159,9 @@ impl DistGolden {
         let k_sweep: KSweep =
             serde_json::from_value(json("k_sweep")?).map_err(|e| Error::new(format!("{file}: metadata field `k_sweep`: {e}")))?;
         let st = safetensors::SafeTensors::deserialize(bytes).at(file)?;
-        let tok = st.tensor("tokens").at(format!("{file}: tensor `tokens`"))?;
-        let (segments, tokens, bounds) = if speech {
-            let t = match tok.shape() {
-                [t] if *t > 0 => *t,
-                s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [tokens] (the utterances one after another)"),
-            };
-            let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[t])?);
-            let lt = st.tensor("lengths").at(format!("{file}: tensor `lengths`"))?;
-            let s = match lt.shape() {
-                [s] if *s > 0 => *s,
-                s => bail!("{file}: tensor `lengths` has shape {s:?}, expected [utterances]"),
-            };
-            let lengths = i32s(tensor(&st, file, "lengths", safetensors::Dtype::I32, &[s])?);
-            let mut bounds = Vec::with_capacity(s);
-            let mut start = 0usize;
-            for (i, &l) in lengths.iter().enumerate() {
-                if l < first as i64 + 2 {
-                    bail!(
-                        "{file}: tensor `lengths` entry {i} is {l}: an utterance has its prefix ({} ids) and at least one more",
-                        first + 1
-                    );
-                }
-                bounds.push((start, l as usize));
-                start += l as usize;
-            }
-            if start != t {
-                bail!("{file}: tensor `lengths` sums to {start}, but `tokens` has {t}");
-            }
-            let list = |name: &str| -> Result<Vec<String>> {
-                let v: Vec<String> =
-                    serde_json::from_str(field(name)?).map_err(|e| Error::new(format!("{file}: metadata field `{name}`: {e}")))?;
-                if v.len() != s {
-                    bail!("{file}: metadata field `{name}` has {} entries for {s} utterances", v.len());
-                }
-                Ok(v)
-            };
-            (Segments::Utterances { names: list("names")?, audio_sha256: list("audio_sha256")? }, tokens, bounds)
-        } else {
-            let n_ctx = number("n_ctx")?;
-            if n_ctx < 8 || first != n_ctx / 2 {
-                bail!("{file}: metadata n_ctx={n_ctx}, first={first}: expected first = n_ctx / 2, n_ctx >= 8");
-            }
-            let chunks = match tok.shape() {
-                [c, n] if *n == n_ctx && *c > 0 => *c,
-                s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [chunks, {n_ctx}]"),
-            };
-            let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[chunks, n_ctx])?);
-            (Segments::Chunks { n_ctx }, tokens, (0..chunks).map(|c| (c * n_ctx, n_ctx)).collect::<Vec<_>>())
+        let (segments, tokens, bounds) = match speech {
+            true => utterances(&st, file, first, &meta)?,
+            false => chunks(&st, file, first, number("n_ctx")?)?,
         };
         let n: usize = bounds.iter().map(|&(_, l)| l - 1 - first).sum();
         let top_ids = i32s(tensor(&st, file, "top_ids", safetensors::Dtype::I32, &[n, k])?);
@@ -290,4 +245,60 @@ impl DistGolden {
     pub fn floor(&self, dtype: Dtype) -> Option<&Floor> {
         self.floors.get(dtype.name())
     }
+}
+
+/// A corpus's segments as the golden stores them: how it is cut, its tokens one segment after another, and each
+/// segment's (start, length) in them.
+type Cut = (Segments, Vec<i64>, Vec<(usize, usize)>);
+
+/// A speech golden's utterances: `tokens` flat, `lengths` per utterance (each its prefix and at least one more), and
+/// the utterances' names and clips' sha256 in the metadata.
+fn utterances(st: &safetensors::SafeTensors, file: &str, first: usize, meta: &HashMap<String, String>) -> Result<Cut> {
+    let field = |name: &str| meta.get(name).ok_or_else(|| Error::new(format!("{file}: metadata field `{name}` is missing")));
+    let tok = st.tensor("tokens").at(format!("{file}: tensor `tokens`"))?;
+    let t = match tok.shape() {
+        [t] if *t > 0 => *t,
+        s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [tokens] (the utterances one after another)"),
+    };
+    let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[t])?);
+    let lt = st.tensor("lengths").at(format!("{file}: tensor `lengths`"))?;
+    let s = match lt.shape() {
+        [s] if *s > 0 => *s,
+        s => bail!("{file}: tensor `lengths` has shape {s:?}, expected [utterances]"),
+    };
+    let lengths = i32s(tensor(&st, file, "lengths", safetensors::Dtype::I32, &[s])?);
+    let mut bounds = Vec::with_capacity(s);
+    let mut start = 0usize;
+    for (i, &l) in lengths.iter().enumerate() {
+        if l < first as i64 + 2 {
+            bail!("{file}: tensor `lengths` entry {i} is {l}: an utterance has its prefix ({} ids) and at least one more", first + 1);
+        }
+        bounds.push((start, l as usize));
+        start += l as usize;
+    }
+    if start != t {
+        bail!("{file}: tensor `lengths` sums to {start}, but `tokens` has {t}");
+    }
+    let list = |name: &str| -> Result<Vec<String>> {
+        let v: Vec<String> = serde_json::from_str(field(name)?).map_err(|e| Error::new(format!("{file}: metadata field `{name}`: {e}")))?;
+        if v.len() != s {
+            bail!("{file}: metadata field `{name}` has {} entries for {s} utterances", v.len());
+        }
+        Ok(v)
+    };
+    Ok((Segments::Utterances { names: list("names")?, audio_sha256: list("audio_sha256")? }, tokens, bounds))
+}
+
+/// A text golden's chunks of `n_ctx` tokens, the second half of each scored.
+fn chunks(st: &safetensors::SafeTensors, file: &str, first: usize, n_ctx: usize) -> Result<Cut> {
+    let tok = st.tensor("tokens").at(format!("{file}: tensor `tokens`"))?;
+    if n_ctx < 8 || first != n_ctx / 2 {
+        bail!("{file}: metadata n_ctx={n_ctx}, first={first}: expected first = n_ctx / 2, n_ctx >= 8");
+    }
+    let chunks = match tok.shape() {
+        [c, n] if *n == n_ctx && *c > 0 => *c,
+        s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [chunks, {n_ctx}]"),
+    };
+    let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[chunks, n_ctx])?);
+    Ok((Segments::Chunks { n_ctx }, tokens, (0..chunks).map(|c| (c * n_ctx, n_ctx)).collect()))
 }

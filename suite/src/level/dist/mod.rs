@@ -7,8 +7,13 @@ pub mod judge;
 pub mod render;
 pub mod stats;
 
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
 use self::golden::{DistGolden, Segments};
 use self::judge::{DistReport, DistTolerance};
+use self::stats::Position;
 use super::{Kind, Separation};
 use crate::error::{Error, Result};
 use crate::feed::audio::Audio;
@@ -19,10 +24,11 @@ use crate::level::trial::Trial;
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::paths;
 use crate::plan::case::{Case, Distribution};
+use crate::run::decoder::Decoder;
 use crate::run::generate;
 use crate::run::pipeline::Pipeline;
+use crate::run::runtime::Provider;
 use crate::vocab::{Level, Modality};
-use sha2::{Digest, Sha256};
 
 pub struct Dist;
 
@@ -105,51 +111,11 @@ fn run_dist(t: &Trial) -> Result<Outcome> {
         Ok(d) => d,
         Err(skip) => return Ok(skip),
     };
-    let expected = ExpectedVocab {
-        golden: None,
-        config: t.package_vocab(&package)?,
-        largest_id: golden.tokens.iter().chain(&golden.top_ids).copied().max(),
+    let scored = Scored { golden: &golden, golden_file: &golden_file, package: &package, provider, decoder: &decoder };
+    let positions = match scored.measure(t, speech.as_ref().map(|(f, _)| f), &clips)? {
+        Ok(p) => p,
+        Err(o) => return Ok(o),
     };
-    // Text: one pipeline for every chunk. Speech: each utterance's own, its clip through the encoder.
-    let text = match speech {
-        None => Some(Pipeline::build(&package, &decoder, provider, &Inputs::from_token_ids(golden.chunk(0)), "")?),
-        Some(_) => None,
-    };
-    let first = golden.first;
-    let mut positions = Vec::with_capacity(golden.positions());
-    for c in 0..golden.chunks() {
-        let chunk = golden.chunk(c);
-        let segment = golden.segment_name(c);
-        let own;
-        let pipeline = match (&text, &speech) {
-            (Some(p), _) => p,
-            (None, Some((feed, _))) => {
-                let what = format!("{golden_file}: {segment}");
-                let clip = clips.get(c).ok_or_else(|| Error::new(format!("{what}: no clip read for it")))?;
-                let inputs = speech_inputs(&feed.mel, &feed.prefix, &clip.samples, clip.rate, &what)?;
-                own = Pipeline::build(&package, &decoder, provider, &inputs, &what)?;
-                &own
-            }
-            (None, None) => unreachable!("a text pipeline or a speech feed"),
-        };
-        let per = golden.per_chunk(c);
-        // The logits of positions first .. len-1; the last one predicts past the segment and is not scored.
-        let out = generate::prefill_rows(&decoder, pipeline, chunk, per + 1)?;
-        let place = |r: usize| format!("{golden_file}: {segment}, position {}", first + r);
-        // Every row of one run has the run's vocabulary: checked once.
-        if let Some(v) = expected.check(out.vocab) {
-            return Ok(t.vocab_size(&place(0), v, &golden_file, &golden_file, &package));
-        }
-        for r in 0..per {
-            let row = out.row(r);
-            let at = positions.len();
-            // The step a NaN is reported at is the scored position's index over the whole corpus.
-            if let Some(nf) = finite::row(row, at) {
-                return Ok(t.non_finite(&place(r), nf));
-            }
-            positions.push(stats::measure(&golden, at, row, chunk[first + r + 1]));
-        }
-    }
     // Checked once the package's logits are: a package that gives NaN fails as such whatever its floor.
     if floor.non_finite {
         return Err(Error::new(format!(
@@ -175,6 +141,70 @@ fn run_dist(t: &Trial) -> Result<Outcome> {
         judgement: Some(std::sync::Arc::new(r)),
         ..Outcome::new(Status::Pass, "")
     })
+}
+
+/// What the package is judged by, once placed: the golden, its file, the package and its session.
+struct Scored<'a> {
+    golden: &'a DistGolden,
+    golden_file: &'a str,
+    package: &'a Path,
+    provider: Provider,
+    decoder: &'a Decoder,
+}
+
+impl Scored<'_> {
+    /// Every scored position of the corpus measured on the package's logits, segment by segment (a speech segment's
+    /// clip through the encoder first); or the outcome that ends the trial first (logits of another vocabulary, or
+    /// not finite, named by their place).
+    fn measure(&self, t: &Trial, speech: Option<&SpeechFeed>, clips: &[Audio]) -> Result<std::result::Result<Vec<Position>, Outcome>> {
+        let (golden, golden_file, package, provider, decoder) = (self.golden, self.golden_file, self.package, self.provider, self.decoder);
+        let expected = ExpectedVocab {
+            golden: None,
+            config: t.package_vocab(package)?,
+            largest_id: golden.tokens.iter().chain(&golden.top_ids).copied().max(),
+        };
+        // Text: one pipeline for every chunk. Speech: each utterance's own, its clip through the encoder.
+        let text = match speech {
+            None => Some(Pipeline::build(package, decoder, provider, &Inputs::from_token_ids(golden.chunk(0)), "")?),
+            Some(_) => None,
+        };
+        let first = golden.first;
+        let mut positions = Vec::with_capacity(golden.positions());
+        for c in 0..golden.chunks() {
+            let chunk = golden.chunk(c);
+            let segment = golden.segment_name(c);
+            let own;
+            let pipeline = match (&text, speech) {
+                (Some(p), _) => p,
+                (None, Some(feed)) => {
+                    let what = format!("{golden_file}: {segment}");
+                    let clip = clips.get(c).ok_or_else(|| Error::new(format!("{what}: no clip read for it")))?;
+                    let inputs = speech_inputs(&feed.mel, &feed.prefix, &clip.samples, clip.rate, &what)?;
+                    own = Pipeline::build(package, decoder, provider, &inputs, &what)?;
+                    &own
+                }
+                (None, None) => unreachable!("a text pipeline or a speech feed"),
+            };
+            let per = golden.per_chunk(c);
+            // The logits of positions first .. len-1; the last one predicts past the segment and is not scored.
+            let out = generate::prefill_rows(decoder, pipeline, chunk, per + 1)?;
+            let place = |r: usize| format!("{golden_file}: {segment}, position {}", first + r);
+            // Every row of one run has the run's vocabulary: checked once.
+            if let Some(v) = expected.check(out.vocab) {
+                return Ok(Err(t.vocab_size(&place(0), v, golden_file, golden_file, package)));
+            }
+            for r in 0..per {
+                let row = out.row(r);
+                let at = positions.len();
+                // The step a NaN is reported at is the scored position's index over the whole corpus.
+                if let Some(nf) = finite::row(row, at) {
+                    return Ok(Err(t.non_finite(&place(r), nf)));
+                }
+                positions.push(stats::measure(golden, at, row, chunk[first + r + 1]));
+            }
+        }
+        Ok(Ok(positions))
+    }
 }
 
 /// The golden was made from this corpus, cut as the case says and tokenized as the package's tokenizer does now

@@ -99,67 +99,17 @@ pub(super) fn run_media_accuracy(
     let tokenizer = t.tokenizer(package)?;
     let eos = t.eos_ids(package)?;
     let feed = Feed::new(t, task, &baseline_path)?;
-    let doc = |it: &MediaItem| format!("{task_file}: document {}", it.doc);
-    let mut got = Vec::with_capacity(items.len());
-    let mut genai_prompts = None;
-    if t.level == Level::AccuracyGenai {
-        if let Provider::Cuda { .. } = provider {
-            return Ok(Outcome::skip(format!(
-                "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, \
-                 which the suite does not pin yet",
-                crate::run::genai::GENAI_VERSION
-            )));
-        }
-        let model = match crate::run::genai::Model::open(package, provider)? {
-            Ok(m) => m,
-            Err(refusal) => return Ok(t.genai_refused(package, provider, refusal)),
-        };
-        let scratch = Scratch::new(t.name)?;
-        let mut differ = Vec::new();
-        for it in items {
-            let (o, same) = genai_output(&feed, &model, &scratch, &protocol, it, task.max_new_tokens, &eos, &tokenizer)
-                .map_err(|e| e.context(doc(it)))?;
-            if !same {
-                differ.push(it.doc);
-            }
-            got.push(o);
-        }
-        genai_prompts = Some(differ);
-    } else {
-        let decoder = match t.decoder(package, provider)? {
-            Ok(d) => d,
-            Err(skip) => return Ok(skip),
-        };
-        // One session a core, the items shared out, each run batch 1 as before (the encoder's session is shared).
-        let decoders = crate::run::workers::decoders(&decoder, items.len(), provider, t.ctx.gate_sessions)?;
-        // Speech items are checked against the reference's transcript (`run::drafted`) unless the run asks for
-        // one step at a time; the baseline's items are the task's, in order (its requests hash says so).
-        let drafted = feed.medium == Medium::Audio && t.ctx.speech_decode == SpeechDecode::Drafted;
-        let work: Vec<(&MediaItem, Option<&[i64]>)> =
-            items.iter().enumerate().map(|(i, it)| (it, baseline.items.get(i).filter(|_| drafted).map(|b| &b.tokens[..]))).collect();
-        let outputs = crate::run::workers::share_out(
-            &decoders,
-            &work,
-            |decoder, &(it, draft)| {
-                media_output(&feed, decoder, package, provider, it, draft, task.max_new_tokens, &eos, &tokenizer)
-                    .map_err(|e| e.context(doc(it)))
-            },
-            |r| !matches!(r, Ok(Ok(_))),
-        );
-        drop(decoders);
-        for (it, output) in items.iter().zip(outputs) {
-            let Some(output) = output else { bail!("{}: not run (a worker stopped early)", doc(it)) };
-            match output? {
-                Ok(o) => got.push(o),
-                // NaN logits are a verdict of their own (one a strict xfail may state), as at L4 and L5.
-                Err(step) => {
-                    let failure = Failure { first_step: Some(step), ..Failure::of(FailureKind::NonFinite) };
-                    let message = crate::level::gate::render::media_non_finite(t.name, &doc(it), step);
-                    return Ok(Outcome { failure: Some(Box::new(failure)), ..Outcome::fail(message) });
-                }
-            }
-        }
-    }
+    let run = Items { task, items, feed: &feed, eos: &eos, tokenizer: &tokenizer, task_file, package, provider };
+    let (got, genai_prompts) = match t.level {
+        Level::AccuracyGenai => match run.through_genai(t, &protocol)? {
+            Ok((got, differ)) => (got, Some(differ)),
+            Err(o) => return Ok(o),
+        },
+        _ => match run.through_the_suite(t, &baseline)? {
+            Ok(got) => (got, None),
+            Err(o) => return Ok(o),
+        },
+    };
     let reference: Vec<Output> = baseline.items.iter().map(|b| Output { full: b.full.clone(), margin: b.margin.map(|h| h.0) }).collect();
     let policy = GatePolicy::for_task(source.overrides.thresholds(), t.ctx.ci);
     policy.validate(&what)?;
@@ -186,6 +136,95 @@ pub(super) fn run_media_accuracy(
         judgement: Some(std::sync::Arc::new(MediaJudged { numbers: media_numbers(&r, items), report: r })),
         ..Outcome::new(Status::Pass, "")
     })
+}
+
+/// A task's items and what runs them through the package.
+struct Items<'a> {
+    task: &'a MediaTask,
+    items: &'a [MediaItem],
+    feed: &'a Feed,
+    eos: &'a [i64],
+    tokenizer: &'a TextTokenizer,
+    task_file: &'a str,
+    package: &'a Path,
+    provider: Provider,
+}
+
+impl Items<'_> {
+    /// An item's place, for errors.
+    fn doc(&self, it: &MediaItem) -> String {
+        format!("{}: document {}", self.task_file, it.doc)
+    }
+
+    /// Every item through onnxruntime-genai's own processor and generator, with the documents whose processor prompt
+    /// differs from the reference processor's; or why the trial ends first (genai refused the package, or has no
+    /// build for the device).
+    fn through_genai(&self, t: &Trial, protocol: &Protocol) -> Result<std::result::Result<(Vec<Output>, Vec<usize>), Outcome>> {
+        let (package, provider) = (self.package, self.provider);
+        if let Provider::Cuda { .. } = provider {
+            return Ok(Err(Outcome::skip(format!(
+                "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, \
+                 which the suite does not pin yet",
+                crate::run::genai::GENAI_VERSION
+            ))));
+        }
+        let model = match crate::run::genai::Model::open(package, provider)? {
+            Ok(m) => m,
+            Err(refusal) => return Ok(Err(t.genai_refused(package, provider, refusal))),
+        };
+        let scratch = Scratch::new(t.name)?;
+        let (mut got, mut differ) = (Vec::with_capacity(self.items.len()), Vec::new());
+        for it in self.items {
+            let (o, same) = genai_output(self.feed, &model, &scratch, protocol, it, self.task.max_new_tokens, self.eos, self.tokenizer)
+                .map_err(|e| e.context(self.doc(it)))?;
+            if !same {
+                differ.push(it.doc);
+            }
+            got.push(o);
+        }
+        Ok(Ok((got, differ)))
+    }
+
+    /// Every item through the suite's own pipeline, shared out over one session a core; or the outcome that ends the
+    /// trial first (a skip, or an item whose logits are not finite).
+    fn through_the_suite(&self, t: &Trial, baseline: &MediaBaseline) -> Result<std::result::Result<Vec<Output>, Outcome>> {
+        let (package, provider, items) = (self.package, self.provider, self.items);
+        let decoder = match t.decoder(package, provider)? {
+            Ok(d) => d,
+            Err(skip) => return Ok(Err(skip)),
+        };
+        // One session a core, the items shared out, each run batch 1 as before (the encoder's session is shared).
+        let decoders = crate::run::workers::decoders(&decoder, items.len(), provider, t.ctx.gate_sessions)?;
+        // Speech items are checked against the reference's transcript (`run::drafted`) unless the run asks for
+        // one step at a time; the baseline's items are the task's, in order (its requests hash says so).
+        let drafted = self.feed.medium == Medium::Audio && t.ctx.speech_decode == SpeechDecode::Drafted;
+        let work: Vec<(&MediaItem, Option<&[i64]>)> =
+            items.iter().enumerate().map(|(i, it)| (it, baseline.items.get(i).filter(|_| drafted).map(|b| &b.tokens[..]))).collect();
+        let outputs = crate::run::workers::share_out(
+            &decoders,
+            &work,
+            |decoder, &(it, draft)| {
+                media_output(self.feed, decoder, package, provider, it, draft, self.task.max_new_tokens, self.eos, self.tokenizer)
+                    .map_err(|e| e.context(self.doc(it)))
+            },
+            |r| !matches!(r, Ok(Ok(_))),
+        );
+        drop(decoders);
+        let mut got = Vec::with_capacity(items.len());
+        for (it, output) in items.iter().zip(outputs) {
+            let Some(output) = output else { bail!("{}: not run (a worker stopped early)", self.doc(it)) };
+            match output? {
+                Ok(o) => got.push(o),
+                // NaN logits are a verdict of their own (one a strict xfail may state), as at L4 and L5.
+                Err(step) => {
+                    let failure = Failure { first_step: Some(step), ..Failure::of(FailureKind::NonFinite) };
+                    let message = crate::level::gate::render::media_non_finite(t.name, &self.doc(it), step);
+                    return Ok(Err(Outcome { failure: Some(Box::new(failure)), ..Outcome::fail(message) }));
+                }
+            }
+        }
+        Ok(Ok(got))
+    }
 }
 
 /// One item through the package: its inputs, greedy to the budget (stops are applied when judging, so the
