@@ -368,6 +368,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_levels_regen_makes_alone_are_the_ones_the_levels_say() {
+        // A trial's regenerate command offers `--level <name>` where its level says its golden is made alone
+        // (`level::Kind::regenerates_alone`): the jobs must make exactly those.
+        let mut by_jobs: Vec<Level> = jobs().iter().flat_map(|j| j.levels()).copied().collect();
+        by_jobs.sort();
+        let by_levels: Vec<Level> = mobius_conformance::level::ALL.iter().filter(|k| k.regenerates_alone()).map(|k| k.level()).collect();
+        assert_eq!(by_jobs, by_levels);
+    }
+
+    #[test]
     fn fixture_options_that_cannot_apply_are_refused_before_anything_runs() {
         let out = Path::new("/nonexistent-fixtures");
         let e = FixtureJob { retrain: true, ..FixtureJob::default() }.run(out).unwrap_err();
