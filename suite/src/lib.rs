@@ -1,17 +1,19 @@
 //! mobius-conformance: golden/parity conformance for ONNX exports of language and multimodal models.
 //!
-//! Data flows one way, and the source is grouped by stage: [`plan`] (what to run: the suite root, cases, their
-//! discovery and the trial plan, where packages are) -> [`feed`] (inputs, tokenizers, package configs) -> [`run`]
-//! (ONNX Runtime and onnxruntime-genai sessions, prefill and greedy generation) -> [`judge`] (goldens, tolerances,
-//! verdicts, expected failures) and [`accuracy`] (the lm-eval style gate) -> [`report`]; [`trial`] strings them
-//! together for one `<case>/<modality>/<ep>/<dtype>/<level>` trial.
-//!
-//! The leaves any stage may import: [`vocab`] (dtypes, EPs, levels, modalities, trial ids), [`outcome`] (how a trial ended), [`paths`] (the suite root's confinement and
-//! the paths messages show), [`context`] (the run's settings, read from the environment once by
-//! the harness and xtask) and [`error`]. There are no flat re-exports: a path names its stage
-//! (`mobius_conformance::judge::verdict`), and `tests/tidy.rs` checks which stage may import which.
+//! Data flows one way: case -> inputs -> runtime -> outputs -> judgement -> report. The source is grouped by stage,
+//! each of a rank, and a stage imports only stages of a lower rank (`tests/tidy.rs` states the ranks and holds every
+//! file to them). From the bottom: the leaves any stage may import ([`error`], [`digest`] (sha256 as the suite
+//! spells it), [`vocab`] (dtypes, EPs, the levels' ids, modalities, trial ids), [`paths`] (the suite root's
+//! confinement), [`context`] (the run's settings, read from the environment once by the faces), [`outcome`] (how a
+//! trial ended, and the face every judgement shows the reports)); [`feed`] (inputs, tokenizers, package configs);
+//! [`run`] (ONNX Runtime and onnxruntime-genai sessions, the pipelines, prefill and greedy decoding) beside [`judge`]
+//! (the shared verdicts, goldens, tolerances, expected failures); [`accuracy`] (the lm-eval and lmms-eval gates);
+//! [`report`] (the words); [`plan`] (the suite root, cases, package locations); [`level`] (one module per level,
+//! listed in `level::ALL`); [`trial`] (the orchestrator: the trial plan, each trial run by its level and settled).
+//! There are no flat re-exports: a path names its stage (`mobius_conformance::judge::verdict`).
 
 pub mod context;
+pub mod digest;
 pub mod error;
 pub mod outcome;
 pub mod paths;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The stages, lowest first. A file may import files of a stage of a lower rank, and files of its own module.
 const RANKS: &[(&str, u32)] = &[
     ("error", 0),
-    ("numeric", 0),
+    ("digest", 0),
     ("vocab", 1),
     ("paths", 1),
     ("context", 2),
@@ -31,7 +31,7 @@ const RANKS: &[(&str, u32)] = &[
 ];
 
 /// The leaves: the shared vocabulary any stage may import. They import nothing but lower leaves.
-const LEAVES: &[&str] = &["error", "numeric", "vocab", "paths", "context", "outcome"];
+const LEAVES: &[&str] = &["error", "digest", "vocab", "paths", "context", "outcome"];
 
 /// The stages that word judgements; outside them a judgement is data.
 const REPORTING: &[&str] = &["report", "level-render"];

@@ -97,7 +97,7 @@ pub fn requests_hash(items: &[Item]) -> String {
         }
         h.update([0xff]);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(h)
 }
 
 /// Whether `scored` answers `item` correctly under `metric`, and the index or text it chose.

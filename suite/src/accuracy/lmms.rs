@@ -104,7 +104,7 @@ impl Media {
                 samples.iter().for_each(|x| h.update(x.to_le_bytes()));
             }
         }
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        crate::digest::hex(h)
     }
 }
 

@@ -89,7 +89,7 @@ pub fn requests_hash(items: &[MediaItem], protocol: &Protocol, until: &[String],
         h.update(it.media.digest().as_bytes());
         h.update([0xff]);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(h)
 }
 
 /// One side's generation for one item.

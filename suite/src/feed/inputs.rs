@@ -69,13 +69,7 @@ impl Inputs {
             h.update(t.data.bytes());
             h.update([0]);
         }
-        let digest = h.finalize();
-        let mut s = String::with_capacity(7 + 64);
-        s.push_str("sha256:");
-        for b in digest {
-            s.push_str(&format!("{b:02x}"));
-        }
-        s
+        format!("sha256:{}", crate::digest::hex(h))
     }
 }
 

@@ -9,8 +9,6 @@ pub mod stats;
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
-
 use self::golden::{DistGolden, Segments};
 use self::judge::{DistReport, DistTolerance};
 use self::stats::Position;
@@ -249,7 +247,7 @@ fn check_corpus(
         None => Some(corpus::corpus_text(spec.corpus(), text)?),
         Some(_) => None,
     };
-    let sha = sha256_hex(&bytes);
+    let sha = crate::digest::sha256_hex(&bytes);
     if sha != golden.corpus_sha256 {
         return Err(t.stale(format!("{golden_file} was made from another {} (sha256 {sha} now)", spec.corpus())));
     }
@@ -275,8 +273,12 @@ fn check_corpus(
             }
             let (mut ids, mut clips) = (Vec::new(), Vec::new());
             for ((u, what, audio), want) in utterances.iter().zip(audio_sha256) {
-                if sha256_hex(audio) != *want {
-                    return Err(t.stale(format!("{golden_file} was made from another {} (sha256 {})", u.audio, sha256_hex(audio))));
+                if crate::digest::sha256_hex(audio) != *want {
+                    return Err(t.stale(format!(
+                        "{golden_file} was made from another {} (sha256 {})",
+                        u.audio,
+                        crate::digest::sha256_hex(audio)
+                    )));
                 }
                 clips.push(crate::feed::audio::decode(audio, what)?);
                 ids.extend(&feed.prefix);
@@ -305,8 +307,4 @@ fn check_corpus(
         )));
     }
     Ok(clips)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
