@@ -231,7 +231,7 @@ fn statements(code: &str) -> Vec<(usize, String)> {
             line += 1;
         }
         if in_str {
-            in_str = !(c == '"' && !escaped);
+            in_str = c != '"' || escaped;
             escaped = c == '\\' && !escaped;
             cur.push(c);
             continue;

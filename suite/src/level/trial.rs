@@ -31,6 +31,9 @@ use crate::run::runtime::{self, Provider};
 use crate::run::sessions;
 use crate::vocab::{Dtype, Level, Modality, TrialId};
 
+/// A step's value, or the outcome that ends the trial before it (a skip, a failure the step already judged).
+pub type Ends<T> = std::result::Result<T, Outcome>;
+
 /// One planned trial, as its level runs it.
 pub struct Trial<'a> {
     pub suite: &'a Suite,
@@ -181,7 +184,7 @@ impl Trial<'_> {
     /// A conformance trial's start, shared by the levels judged against the case's goldens: placed, its golden
     /// (`golden` picks it from the case's golden files) found and confined, a media trial's stored inputs there, the
     /// policy's `table` resolved, the prompt fed; or the outcome that ends it first (a skip, a missing golden).
-    pub fn prepare(&self, golden: impl Fn(&GoldenPaths) -> PathBuf, table: Logits) -> Result<std::result::Result<Prepared<'_>, Outcome>> {
+    pub fn prepare(&self, golden: impl Fn(&GoldenPaths) -> PathBuf, table: Logits) -> Result<Ends<Prepared<'_>>> {
         let (provider, package) = match self.placement() {
             Ok(p) => p,
             Err(skip) => return Ok(Err(skip)),
@@ -228,7 +231,7 @@ impl Trial<'_> {
     }
 
     /// The prepared trial's decoder session and the pipeline its package runs (inputs -> runtime), or a skip.
-    pub fn session(&self, p: &Prepared) -> Result<std::result::Result<(Arc<Decoder>, Pipeline), Outcome>> {
+    pub fn session(&self, p: &Prepared) -> Result<Ends<(Arc<Decoder>, Pipeline)>> {
         let decoder = match self.decoder(&p.package, p.provider)? {
             Ok(d) => d,
             Err(skip) => return Ok(Err(skip)),
@@ -337,7 +340,7 @@ impl Trial<'_> {
     }
 
     /// The package's decoder session, or a skip naming the node when the CPU EP cannot run a half-precision build.
-    pub fn decoder(&self, package: &Path, provider: Provider) -> Result<std::result::Result<Arc<Decoder>, Outcome>> {
+    pub fn decoder(&self, package: &Path, provider: Provider) -> Result<Ends<Arc<Decoder>>> {
         let model = crate::feed::package::package_model(package)
             .map_err(|e| e.context(format!("{}: package for {}/{}", self.case.file, self.variant.ep, self.variant.dtype)))?;
         match sessions::decoder(&model, provider) {

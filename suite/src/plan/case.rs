@@ -492,7 +492,7 @@ impl Case {
             if d.n_ctx.is_some() {
                 bail!("{file}: field `distribution.n_ctx`: a speech-to-text case's segments are its utterances, not chunks");
             }
-        } else if !(8..=8192).contains(&d.n_ctx()) || d.n_ctx() % 2 != 0 {
+        } else if !(8..=8192).contains(&d.n_ctx()) || !d.n_ctx().is_multiple_of(2) {
             bail!("{file}: field `distribution.n_ctx` is {}, expected an even number in 8..=8192", d.n_ctx());
         }
         if !(1..=1024).contains(&d.k) {

@@ -24,7 +24,7 @@ pub(super) fn bench_context() -> RunContext {
 
 /// The tiny tier of a suite, as these figures always measured; the real tier has its own section.
 pub(super) fn tiny_plan(suite: &Suite) -> Vec<TrialSpec> {
-    mobius_conformance::trial::matrix::plan(&suite).into_iter().filter(|t| !t.is_built_elsewhere()).collect()
+    mobius_conformance::trial::matrix::plan(suite).into_iter().filter(|t| !t.is_built_elsewhere()).collect()
 }
 
 /// A whole trial set timed: the wall time on `threads` workers, the time inside each engine, and how every trial

@@ -260,13 +260,13 @@ fn utterances(st: &safetensors::SafeTensors, file: &str, first: usize, meta: &Ha
         [t] if *t > 0 => *t,
         s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [tokens] (the utterances one after another)"),
     };
-    let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[t])?);
+    let tokens = i32s(tensor(st, file, "tokens", safetensors::Dtype::I32, &[t])?);
     let lt = st.tensor("lengths").at(format!("{file}: tensor `lengths`"))?;
     let s = match lt.shape() {
         [s] if *s > 0 => *s,
         s => bail!("{file}: tensor `lengths` has shape {s:?}, expected [utterances]"),
     };
-    let lengths = i32s(tensor(&st, file, "lengths", safetensors::Dtype::I32, &[s])?);
+    let lengths = i32s(tensor(st, file, "lengths", safetensors::Dtype::I32, &[s])?);
     let mut bounds = Vec::with_capacity(s);
     let mut start = 0usize;
     for (i, &l) in lengths.iter().enumerate() {
@@ -299,6 +299,6 @@ fn chunks(st: &safetensors::SafeTensors, file: &str, first: usize, n_ctx: usize)
         [c, n] if *n == n_ctx && *c > 0 => *c,
         s => bail!("{file}: tensor `tokens` has shape {s:?}, expected [chunks, {n_ctx}]"),
     };
-    let tokens = i32s(tensor(&st, file, "tokens", safetensors::Dtype::I32, &[chunks, n_ctx])?);
+    let tokens = i32s(tensor(st, file, "tokens", safetensors::Dtype::I32, &[chunks, n_ctx])?);
     Ok((Segments::Chunks { n_ctx }, tokens, (0..chunks).map(|c| (c * n_ctx, n_ctx)).collect()))
 }

@@ -18,7 +18,7 @@ use crate::feed::audio::Audio;
 use crate::feed::inputs::Inputs;
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::level::speech::{SpeechFeed, speech_inputs};
-use crate::level::trial::Trial;
+use crate::level::trial::{Ends, Trial};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::paths;
 use crate::plan::case::{Case, Distribution};
@@ -154,7 +154,7 @@ impl Scored<'_> {
     /// Every scored position of the corpus measured on the package's logits, segment by segment (a speech segment's
     /// clip through the encoder first); or the outcome that ends the trial first (logits of another vocabulary, or
     /// not finite, named by their place).
-    fn measure(&self, t: &Trial, speech: Option<&SpeechFeed>, clips: &[Audio]) -> Result<std::result::Result<Vec<Position>, Outcome>> {
+    fn measure(&self, t: &Trial, speech: Option<&SpeechFeed>, clips: &[Audio]) -> Result<Ends<Vec<Position>>> {
         let (golden, golden_file, package, provider, decoder) = (self.golden, self.golden_file, self.package, self.provider, self.decoder);
         let expected = ExpectedVocab {
             golden: None,

@@ -16,7 +16,7 @@ use crate::feed::inputs::{Inputs, NamedTensor};
 use crate::feed::tokenizer::TextTokenizer;
 use crate::level::gate::judged::{MediaJudged, media_numbers};
 use crate::level::speech::{SpeechFeed, speech_inputs};
-use crate::level::trial::Trial;
+use crate::level::trial::{Ends, Trial};
 use crate::outcome::{Failure, FailureKind};
 use crate::outcome::{Outcome, Status};
 use crate::paths;
@@ -159,7 +159,7 @@ impl Items<'_> {
     /// Every item through onnxruntime-genai's own processor and generator, with the documents whose processor prompt
     /// differs from the reference processor's; or why the trial ends first (genai refused the package, or has no
     /// build for the device).
-    fn through_genai(&self, t: &Trial, protocol: &Protocol) -> Result<std::result::Result<(Vec<Output>, Vec<usize>), Outcome>> {
+    fn through_genai(&self, t: &Trial, protocol: &Protocol) -> Result<Ends<(Vec<Output>, Vec<usize>)>> {
         let (package, provider) = (self.package, self.provider);
         if let Provider::Cuda { .. } = provider {
             return Ok(Err(Outcome::skip(format!(
@@ -187,7 +187,7 @@ impl Items<'_> {
 
     /// Every item through the suite's own pipeline, shared out over one session a core; or the outcome that ends the
     /// trial first (a skip, or an item whose logits are not finite).
-    fn through_the_suite(&self, t: &Trial, baseline: &MediaBaseline) -> Result<std::result::Result<Vec<Output>, Outcome>> {
+    fn through_the_suite(&self, t: &Trial, baseline: &MediaBaseline) -> Result<Ends<Vec<Output>>> {
         let (package, provider, items) = (self.package, self.provider, self.items);
         let decoder = match t.decoder(package, provider)? {
             Ok(d) => d,
