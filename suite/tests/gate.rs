@@ -246,7 +246,7 @@ fn significant_flips_fail_even_when_they_cancel_out_within_a_point() {
     let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();
     assert!(r.pass && r.flip_p_value == 1.0, "{:?}", r.reasons);
     let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy { max_flipped_points: Some(2.0), ..GatePolicy::default() }).unwrap();
-    assert!(!r.pass && r.reasons[0].contains("60 items changed correctness (3.00 points)"), "{:?}", r.reasons);
+    assert!(!r.pass && r.reasons[0].to_string().contains("60 items changed correctness (3.00 points)"), "{:?}", r.reasons);
 }
 
 #[test]
@@ -258,14 +258,15 @@ fn a_task_too_small_for_its_gate_warns_and_ci_refuses_it() {
     assert!((r.points_per_item - 100.0 / 30.0).abs() < 1e-12);
     assert!((r.min_detectable_points - 20.0).abs() < 1e-9, "6 one-way flips of 30: {}", r.min_detectable_points);
     assert!(
-        r.reasons[0].starts_with("WARNING: the task is too small to decide +-1.00 points") && r.reasons[0].contains("100 items"),
+        r.reasons[0].to_string().starts_with("WARNING: the task is too small to decide +-1.00 points")
+            && r.reasons[0].to_string().contains("100 items"),
         "{:?}",
         r.reasons
     );
     let text = mobius_conformance::level::gate::render::text_message("t", Metric::Acc, &r, "b.json", "regen");
     assert!(text.contains("minimum detectable delta: 20.00 points (6 one-way flips at n=30); one item = 3.33 points"), "{text}");
     let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy { refuse_small: true, ..GatePolicy::default() }).unwrap();
-    assert!(!r.pass && r.reasons[0].contains("refused (CI)"), "{:?}", r.reasons);
+    assert!(!r.pass && r.reasons[0].to_string().contains("refused (CI)"), "{:?}", r.reasons);
     // Six one-way flips are significant even there.
     let (items, b, got) = paired(30, 20, 6, 0);
     let r = gate::judge(&items, &got, &b, Metric::Acc, &GatePolicy::default()).unwrap();

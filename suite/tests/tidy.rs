@@ -251,13 +251,34 @@ fn statements(code: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// Where a judgement's reasons are held (as [`tight`] writes code): a statement with one of these that also builds
+/// text words a reason.
+const HOLDS_A_REASON: &[&str] = &["reasons.push(", "reasons.extend(", "reasons:vec![", "reason:", "reason="];
+
+/// `code` without its whitespace and its strings' contents, so `r.reasons\n    .push(` reads as `r.reasons.push(` and
+/// no string's text reads as code.
+fn tight(code: &str) -> String {
+    let (mut out, mut in_str, mut escaped) = (String::new(), false, false);
+    for c in code.chars() {
+        if in_str {
+            in_str = c != '"' || escaped;
+            escaped = c == '\\' && !escaped;
+        } else if c == '"' {
+            in_str = true;
+        } else if !c.is_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The stage that builds no text but errors (their messages name the file and the field): the orchestrator hands
 /// every outcome's words to `report/`.
 const NO_TEXT: &[&str] = &["trial"];
 
 /// Rule 4: only the reporting stages word a judgement. Anywhere else: no `fmt::Write` and no `writeln!`; `write!`
-/// only in a value's own `Display` (its spelling, as a case file states it); no judgement's reasons worded (a
-/// judge's reasons are data the report words). In the orchestrator, `format!` only builds an error.
+/// only in a value's own `Display` (its spelling, as a case file states it); no judgement's reasons worded nor kept
+/// as text (a judge's reasons are typed data the report words). In the orchestrator, `format!` only builds an error.
 fn only_reports_render(files: &[File]) -> Vec<String> {
     let mut out = Vec::new();
     for f in files.iter().filter(|f| !REPORTING.contains(&f.stage())) {
@@ -275,8 +296,14 @@ fn only_reports_render(files: &[File]) -> Vec<String> {
             if l.contains("write!(") && in_display == 0 {
                 out.push(format!("{}:{}: write! outside a Display: {}", f.rel, i + 1, l.trim()));
             }
-            if ["reasons.push(", "reasons.extend(", "reasons: vec![", "reason: format!("].iter().any(|w| l.contains(w)) {
-                out.push(format!("{}:{}: words a judgement's reason; a judge keeps it as data: {}", f.rel, i + 1, l.trim()));
+            if l.contains("reasons: Vec<String>") {
+                out.push(format!("{}:{}: keeps a judgement's reasons as text; a judge keeps them as data: {}", f.rel, i + 1, l.trim()));
+            }
+        }
+        for (line, s) in statements(&f.code) {
+            if s.contains("format!(") && HOLDS_A_REASON.iter().any(|w| tight(&s).contains(w)) {
+                let first = s.trim().lines().next().unwrap_or_default().trim().to_string();
+                out.push(format!("{}:{line}: words a judgement's reason; a judge keeps it as data: {first}", f.rel));
             }
         }
         if !NO_TEXT.contains(&f.stage()) {
@@ -394,8 +421,17 @@ fn rules_fail_on_planted_violations() {
     assert!(caught(leaves_are_leaves(&with("vocab.rs", "use crate::plan::case::Case;")), "vocab.rs"));
     // Text outside the reporting stages: a judge's words, the orchestrator's, a writer.
     assert!(caught(
-        only_reports_render(&with("judge/verdict.rs", "fn f(r: &mut Vec<String>) { r.push(format!(\"{}\", 1)); }")),
+        only_reports_render(&with("judge/verdict.rs", "fn f(reasons: &mut Vec<String>) { reasons.push(format!(\"{}\", 1)); }")),
         "judge/verdict.rs"
+    ));
+    assert!(caught(
+        only_reports_render(&with("accuracy/gate.rs", "fn f(r: &mut R) {\n    r.reasons\n        .push(format!(\"{}\", 1));\n}")),
+        "accuracy/gate.rs"
+    ));
+    assert!(caught(only_reports_render(&with("level/dist/judge.rs", "pub struct R { pub reasons: Vec<String> }")), "level/dist/judge.rs"));
+    assert!(caught(
+        only_reports_render(&with("level/genai/judge.rs", "fn f() -> D { D { reason: format!(\"{}\", 1) } }")),
+        "level/genai/judge.rs"
     ));
     assert!(caught(only_reports_render(&with("trial/mod.rs", "fn f() -> String { format!(\"{} FAIL\", 1) }")), "trial/mod.rs"));
     assert!(caught(
@@ -409,6 +445,13 @@ fn rules_fail_on_planted_violations() {
     assert!(caught(no_re_exports(&with("accuracy/gate.rs", "pub use crate::accuracy::policy::GatePolicy;")), "accuracy/gate.rs"));
     // And what each rule allows still passes: an error's message, a value's Display, a macro's export.
     assert!(!caught(only_reports_render(&with("trial/matrix.rs", "fn f() -> Result<()> { bail!(\"{}\", 1) }")), "trial/matrix.rs"));
+    assert!(!caught(
+        only_reports_render(&with(
+            "judge/verdict.rs",
+            "fn f(reasons: &mut Vec<R>) { reasons.push(R::Cosine { cosine: 0.5, floor: 0.9 }); }"
+        )),
+        "judge/verdict.rs"
+    ));
     assert!(no_re_exports(&real).is_empty());
 }
 

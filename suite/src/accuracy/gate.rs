@@ -179,11 +179,42 @@ pub struct GateReport {
     pub points_per_item: f64,
     /// One item moves accuracy by more than `max_delta_points`: the net rule cannot be honoured at this size.
     pub too_small: bool,
-    /// Why it failed, or what it warns about, one line each.
-    pub reasons: Vec<String>,
+    /// Why it failed, or what it warns about.
+    pub reasons: Vec<GateReason>,
     /// Largest |log-likelihood difference| over every choice (multiple choice).
     pub max_loglik_diff: Option<f64>,
     pub n: usize,
+}
+
+/// Why the text gate failed, or what it warns about, with the numbers it was decided by (the gate's render module
+/// words it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateReason {
+    /// One item moves accuracy by more than `max_delta_points` (`need` items would do): a failure when `refused`
+    /// (the policy's `refuse_small`), else a warning.
+    TooSmall {
+        max_delta_points: f64,
+        points_per_item: f64,
+        n: usize,
+        need: f64,
+        refused: bool,
+    },
+    NetDelta {
+        delta_points: f64,
+        max_delta_points: f64,
+    },
+    /// McNemar's exact test finds the flips lean one way.
+    FlipsLean {
+        lost: usize,
+        gained: usize,
+        p_value: f64,
+        flip_alpha: f64,
+    },
+    TooManyFlipped {
+        items: usize,
+        points: f64,
+        max_flipped_points: f64,
+    },
 }
 
 /// Compares the package's scores with the baseline. Pure: numbers in, verdict out.
@@ -280,43 +311,27 @@ fn sides(items: &[Item], got: &[Scored], baseline: &Baseline, metric: Metric) ->
 fn decide(r: &mut GateReport) {
     let (policy, n, points_per_item, delta_points) = (r.policy, r.n, r.points_per_item, r.delta_points);
     let net_ok = delta_points.abs() <= policy.max_delta_points + 1e-9;
+    let max_delta_points = policy.max_delta_points;
     if r.too_small {
-        let need = (100.0 / policy.max_delta_points.max(1e-9)).ceil();
-        let what = format!(
-            "the task is too small to decide +-{:.2} points: one item moves accuracy {points_per_item:.2} points (n={n}; \
-             it takes {need} items)",
-            policy.max_delta_points
-        );
+        let need = (100.0 / max_delta_points.max(1e-9)).ceil();
+        r.reasons.push(GateReason::TooSmall { max_delta_points, points_per_item, n, need, refused: policy.refuse_small });
         if policy.refuse_small {
-            r.reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
             r.pass = false;
-        } else {
-            r.reasons.push(format!("WARNING: {what}; the net rule is not applied, the flip test decides (under CI this fails)"));
         }
     } else if !net_ok {
-        r.reasons.push(format!("net delta {delta_points:+.2} points exceeds +-{:.2}", policy.max_delta_points));
+        r.reasons.push(GateReason::NetDelta { delta_points, max_delta_points });
         r.pass = false;
     }
     let (lost, gained) = (r.lost, r.gained);
     if r.flip_p_value < policy.flip_alpha {
-        r.reasons.push(format!(
-            "the flips lean one way: {lost} lost, {gained} gained, McNemar exact p = {} < {} (a shift this uneven is not chance)",
-            fmt_p(r.flip_p_value),
-            policy.flip_alpha
-        ));
+        r.reasons.push(GateReason::FlipsLean { lost, gained, p_value: r.flip_p_value, flip_alpha: policy.flip_alpha });
         r.pass = false;
     }
     if let Some(m) = policy.max_flipped_points {
         let flipped = (lost + gained) as f64 * points_per_item;
         if flipped > m + 1e-9 {
-            r.reasons
-                .push(format!("{} items changed correctness ({flipped:.2} points), more than max_flipped_points {m:.2}", lost + gained));
+            r.reasons.push(GateReason::TooManyFlipped { items: lost + gained, points: flipped, max_flipped_points: m });
             r.pass = false;
         }
     }
-}
-
-/// A p-value as the gate prints it.
-pub fn fmt_p(p: f64) -> String {
-    if p >= 1e-3 { format!("{p:.4}") } else { format!("{p:.2e}") }
 }

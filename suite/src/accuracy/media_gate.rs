@@ -163,8 +163,52 @@ pub struct MediaGateReport {
     pub too_small: bool,
     pub flips: Vec<MediaFlip>,
     pub stop: StopTrap,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<MediaGateReason>,
     pub n: usize,
+}
+
+/// Why the media gate failed, or what it warns about, with the numbers it was decided by (the gate's render module
+/// words it). `metric` is the gated metric's name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MediaGateReason {
+    /// The gated score is not a number on one side or both: nothing was scored.
+    NotANumber {
+        metric: String,
+        reference: f64,
+        got: f64,
+    },
+    /// One item moves the metric by up to `largest_move` points, more than `max_delta_points`: a failure when
+    /// `refused` (the policy's `refuse_small`), else a warning.
+    TooSmall {
+        metric: String,
+        max_delta_points: f64,
+        largest_move: f64,
+        n: usize,
+        refused: bool,
+    },
+    NetDelta {
+        metric: String,
+        delta_points: f64,
+        max_delta_points: f64,
+    },
+    /// The paired test (`test` names it) finds the changed items lean one way.
+    ItemsLean {
+        worse: usize,
+        better: usize,
+        p_value: f64,
+        flip_alpha: f64,
+        test: String,
+    },
+    TooManyChanged {
+        items: usize,
+        points: f64,
+        max_flipped_points: f64,
+    },
+    /// A plumbing-only task's outputs differ from the reference's at these docs.
+    PlumbingDiffers {
+        docs: Vec<usize>,
+        n: usize,
+    },
 }
 
 /// Scores of outputs under the task's stop list and the protocol's answer rule.
@@ -248,41 +292,30 @@ pub fn judge(
 /// `diffs` and `units` are the paired test's per-item differences and each item's largest move, in points.
 fn decide(r: &mut MediaGateReport, diffs: &[f64], units: &[f64]) {
     let (policy, metric, n, delta_points) = (r.policy, r.metric.clone(), r.n, r.delta_points);
+    let max_delta_points = policy.max_delta_points;
     if !delta_points.is_finite() {
         // A corpus WER over no reference words is 0/0: nothing was measured, which must not read as a pass.
-        r.reasons.push(format!("{metric} is not a number (reference {}, package {}): nothing was scored", r.reference, r.got));
+        r.reasons.push(MediaGateReason::NotANumber { metric, reference: r.reference, got: r.got });
         r.pass = false;
     } else if r.too_small {
-        let what = format!(
-            "the task is too small to decide +-{:.2} points: one item moves {metric} by up to {:.2} points (n={n})",
-            policy.max_delta_points,
-            units.iter().copied().fold(0.0, f64::max)
-        );
+        let largest_move = units.iter().copied().fold(0.0, f64::max);
+        r.reasons.push(MediaGateReason::TooSmall { metric, max_delta_points, largest_move, n, refused: policy.refuse_small });
         if policy.refuse_small {
-            r.reasons.push(format!("{what}; refused (CI): give the task more items or raise `max_delta_points`"));
             r.pass = false;
-        } else {
-            r.reasons.push(format!("WARNING: {what}; the net rule is not applied, the paired test decides (under CI this fails)"));
         }
-    } else if delta_points.abs() > policy.max_delta_points + 1e-9 {
-        r.reasons.push(format!("net delta {delta_points:+.2} {metric} points exceeds +-{:.2}", policy.max_delta_points));
+    } else if delta_points.abs() > max_delta_points + 1e-9 {
+        r.reasons.push(MediaGateReason::NetDelta { metric, delta_points, max_delta_points });
         r.pass = false;
     }
     if r.p_value < policy.flip_alpha {
-        r.reasons.push(format!(
-            "the changed items lean one way: {} worse, {} better, p = {} < {} ({})",
-            r.worse,
-            r.better,
-            crate::accuracy::gate::fmt_p(r.p_value),
-            policy.flip_alpha,
-            r.test
-        ));
+        let (worse, better, p_value, test) = (r.worse, r.better, r.p_value, r.test.clone());
+        r.reasons.push(MediaGateReason::ItemsLean { worse, better, p_value, flip_alpha: policy.flip_alpha, test });
         r.pass = false;
     }
     if let Some(m) = policy.max_flipped_points {
         let flipped: f64 = diffs.iter().zip(units).filter(|(d, _)| **d != 0.0).map(|(_, u)| u).sum();
         if flipped > m + 1e-9 {
-            r.reasons.push(format!("{} items changed ({flipped:.2} points), more than max_flipped_points {m:.2}", r.worse + r.better));
+            r.reasons.push(MediaGateReason::TooManyChanged { items: r.worse + r.better, points: flipped, max_flipped_points: m });
             r.pass = false;
         }
     }
@@ -323,17 +356,11 @@ fn flips(
 /// A plumbing-only task (random weights: its scores decide nothing) held item for item: every output must be the
 /// reference's to the last character, else the docs that differ fail it.
 pub fn hold_outputs(r: &mut MediaGateReport, items: &[MediaItem], reference: &[Output], got: &[Output]) {
-    let differ: Vec<String> =
-        items.iter().zip(reference.iter().zip(got)).filter(|(_, (a, b))| a.full != b.full).map(|(it, _)| it.doc.to_string()).collect();
-    if !differ.is_empty() {
+    let docs: Vec<usize> =
+        items.iter().zip(reference.iter().zip(got)).filter(|(_, (a, b))| a.full != b.full).map(|(it, _)| it.doc).collect();
+    if !docs.is_empty() {
         r.pass = false;
-        r.reasons.push(format!(
-            "plumbing only: {} of {} outputs differ from the reference's (docs {}); with random weights only outputs equal \
-             to the reference's show that the task, media, protocol and scorer reach the model as they reach the reference",
-            differ.len(),
-            items.len(),
-            differ.join(", ")
-        ));
+        r.reasons.push(MediaGateReason::PlumbingDiffers { docs, n: items.len() });
     }
 }
 

@@ -57,20 +57,32 @@ pub struct NoiseJudgement {
 pub const STATS: [&str; 3] = ["p50", "p99", "max"];
 
 impl NoiseJudgement {
-    /// Each statistic over its limit (NaN counts as over), as a verdict's reason states it.
-    pub fn over_limits(&self) -> Vec<String> {
+    /// Each statistic over its limit (NaN counts as over).
+    pub fn over_limits(&self) -> Vec<OverLimit> {
         (0..3)
             .filter(|&i| {
                 !matches!(self.multiple[i].partial_cmp(&self.limit[i]), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal))
             })
-            .map(|i| {
-                format!(
-                    "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
-                    STATS[i], self.diff[i], self.multiple[i], self.floor[i], self.limit[i]
-                )
+            .map(|i| OverLimit {
+                stat: STATS[i],
+                diff: self.diff[i],
+                multiple: self.multiple[i],
+                floor: self.floor[i],
+                limit: self.limit[i],
             })
             .collect()
     }
+}
+
+/// One noise statistic over its limit: the package's |diff|, as a multiple of the noise floor, and the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverLimit {
+    /// `p50`, `p99` or `max`.
+    pub stat: &'static str,
+    pub diff: f64,
+    pub multiple: f64,
+    pub floor: f64,
+    pub limit: f64,
 }
 
 /// Half an ulp of float32 at `largest`: the finest error float32 can express at that scale, the least a noise floor is.
@@ -96,7 +108,7 @@ pub fn judge_noise(got: &[f32], want: &[f32], noise: &Noise, tol: &Tolerance) ->
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrefillReport {
     pub verdict: Verdict,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<PrefillReason>,
     pub got_top: TopK,
     pub want_top1: i64,
     pub want_top2: i64,
@@ -114,6 +126,66 @@ pub struct PrefillReport {
     /// Every prompt position, when the golden stores them (set by [`with_positions`]).
     pub positions: Option<Positions>,
     pub tolerance: Tolerance,
+}
+
+/// Why an L4 verdict is not a plain pass, with the numbers it was decided by (`report::verdict` words it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PrefillReason {
+    /// The reference's full vector and the package's have different lengths.
+    VocabularySize {
+        reference: usize,
+        package: usize,
+    },
+    /// The noise-floor judgement's statistics over their limits.
+    OverNoise {
+        over: Vec<OverLimit>,
+    },
+    /// Logits of the full vector outside atol + rtol * |ref|, and the worst.
+    OutsideTolerance {
+        violations: usize,
+        of: usize,
+        id: usize,
+        expected: f64,
+        got: f64,
+    },
+    Cosine {
+        cosine: f64,
+        floor: f64,
+    },
+    /// One of the reference's top-10 ids is past the end of the package's logits.
+    TopIdOutside {
+        id: i64,
+        logits: usize,
+    },
+    /// Of the reference's top-10 logits (all a mobius golden has), those outside atol + rtol * |ref|, and the worst.
+    TopOutsideTolerance {
+        outside: usize,
+        id: usize,
+        expected: f64,
+        got: f64,
+    },
+    TopOverlap {
+        overlap: usize,
+        of: usize,
+        needed: usize,
+    },
+    /// The package's argmax is not the reference's; `near_tie` when the reference's margin explains it.
+    Argmax {
+        got: i64,
+        want: i64,
+        margin: Option<f64>,
+        near_tie_margin: f64,
+        near_tie: bool,
+    },
+    /// A prompt position out of tolerance (the first), with how many are and the largest |diff|.
+    PositionsOut {
+        first: PositionViolation,
+        out: usize,
+        of: usize,
+        by_noise: bool,
+        max_abs: f64,
+        max_at: usize,
+    },
 }
 
 /// Judges prefill logits. `reference` is the golden's full last-position vector, when it has one; without it the
@@ -135,7 +207,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
     let mut noise = None;
     let (comparison, worst) = match reference {
         Some(r) if r.len() != got.len() => {
-            reasons.push(format!("vocabulary size differs: the reference has {} logits, the package {}", r.len(), got.len()));
+            reasons.push(PrefillReason::VocabularySize { reference: r.len(), package: got.len() });
             hard_fail = true;
             (None, None)
         }
@@ -146,21 +218,16 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
                 let j = judge_noise(got, r, n, tol);
                 let over = j.over_limits();
                 if !over.is_empty() {
-                    reasons.push(format!("logits differ by more than the noise policy allows: {}", over.join("; ")));
+                    reasons.push(PrefillReason::OverNoise { over });
                     hard_fail = true;
                 }
                 noise = Some(j);
             } else if let Some((i, w, g)) = worst {
-                reasons.push(format!(
-                    "{} of {} logits outside atol+rtol*|ref|; worst at id {i}: expected {w:.6}, got {g:.6} (|diff| {:.3e})",
-                    c.violations,
-                    r.len(),
-                    (g - w).abs()
-                ));
+                reasons.push(PrefillReason::OutsideTolerance { violations: c.violations, of: r.len(), id: i, expected: w, got: g });
                 hard_fail = true;
             }
             if c.cosine < tol.cosine_min {
-                reasons.push(format!("cosine similarity {:.6} is under the floor {}", c.cosine, tol.cosine_min));
+                reasons.push(PrefillReason::Cosine { cosine: c.cosine, floor: tol.cosine_min });
                 hard_fail = true;
             }
             (Some(c), worst)
@@ -171,7 +238,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
             let mut bad = 0;
             for (&id, w) in golden.top10_ids.iter().zip(&golden.top10_logits) {
                 let Some(&g) = usize::try_from(id).ok().and_then(|i| got.get(i)) else {
-                    reasons.push(format!("the reference's top-10 id {id} is outside the package's {} logits", got.len()));
+                    reasons.push(PrefillReason::TopIdOutside { id, logits: got.len() });
                     hard_fail = true;
                     continue;
                 };
@@ -184,9 +251,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
                 }
             }
             if let Some((i, w, g)) = worst {
-                reasons.push(format!(
-                    "{bad} of the reference's top-10 logits outside atol+rtol*|ref|; worst at id {i}: expected {w:.6}, got {g:.6}"
-                ));
+                reasons.push(PrefillReason::TopOutsideTolerance { outside: bad, id: i, expected: w, got: g });
                 hard_fail = true;
             }
             (None, worst)
@@ -196,7 +261,7 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
     let top10_overlap = overlap(&got_top.ids, &golden.top10_ids);
     let needed = (tol.top10_overlap_min as usize).min(golden.top10_ids.len());
     if top10_overlap < needed {
-        reasons.push(format!("top-10 overlap {top10_overlap}/{} is under {needed}", golden.top10_ids.len()));
+        reasons.push(PrefillReason::TopOverlap { overlap: top10_overlap, of: golden.top10_ids.len(), needed });
         hard_fail = true;
     }
 
@@ -208,24 +273,13 @@ pub fn judge_prefill(got: &[f32], golden: &PrefillGolden, reference: Option<&[f3
             (Some(a), Some(b)) => a - b < tol.near_tie_margin,
             _ => want_margin.is_some_and(|m| m < tol.near_tie_margin) && got_top1 == golden.top2_id,
         };
-        if near_tie {
-            reasons.push(format!(
-                "argmax is {got_top1}, the reference's is {} (a near-tie: reference margin {} < {})",
-                golden.top1_id,
-                fmt_opt(want_top1_logit.zip(want_logit_of_got_top1).map(|(a, b)| a - b).or(want_margin)),
-                tol.near_tie_margin
-            ));
-            if verdict == Verdict::Pass {
-                verdict = Verdict::Ambiguous;
-            }
-        } else {
-            reasons.push(format!(
-                "argmax is {got_top1}, the reference's is {} (reference margin {}, not a near-tie under {})",
-                golden.top1_id,
-                fmt_opt(want_margin),
-                tol.near_tie_margin
-            ));
+        // A near-tie states the reference's margin over the package's choice, a real flip its top-1's over its top-2.
+        let margin = if near_tie { want_top1_logit.zip(want_logit_of_got_top1).map(|(a, b)| a - b).or(want_margin) } else { want_margin };
+        reasons.push(PrefillReason::Argmax { got: got_top1, want: golden.top1_id, margin, near_tie_margin: tol.near_tie_margin, near_tie });
+        if !near_tie {
             verdict = Verdict::Fail;
+        } else if verdict == Verdict::Pass {
+            verdict = Verdict::Ambiguous;
         }
     }
     PrefillReport {
@@ -316,30 +370,19 @@ pub fn judge_positions(got: &[mobius_numeric::PositionLogits], golden: &PrefillG
 /// Folds the every-position judgement into an L4 report: a position out of tolerance fails the trial, and the reason
 /// names the first one.
 pub fn with_positions(mut r: PrefillReport, p: Positions) -> PrefillReport {
-    if let Some(o) = p.first_out {
-        let what = o.id.map_or_else(|| "its logsumexp".to_string(), |id| format!("id {id}"));
-        let rule = if p.by_noise { "the noise policy's bound" } else { "atol+rtol*|ref|" };
-        r.reasons.push(format!(
-            "prompt logits leave tolerance from position {} on ({} of {} positions): at {what} the reference has {:.6}, the \
-             package {:.6} (|diff| {:.3e} > {rule} {:.3e}); max |diff| {:.3e} at position {}",
-            o.position,
-            p.positions_out,
-            p.per_position.len(),
-            o.reference,
-            o.package,
-            (o.package - o.reference).abs(),
-            o.bound,
-            p.max_abs,
-            p.max_at
-        ));
+    if let Some(first) = p.first_out {
+        r.reasons.push(PrefillReason::PositionsOut {
+            first,
+            out: p.positions_out,
+            of: p.per_position.len(),
+            by_noise: p.by_noise,
+            max_abs: p.max_abs,
+            max_at: p.max_at,
+        });
         r.verdict = Verdict::Fail;
     }
     r.positions = Some(p);
     r
-}
-
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or_else(|| "unknown".into(), |m| format!("{m:.4}"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,7 +426,7 @@ impl TeacherForced {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerationReport {
     pub verdict: Verdict,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<GenerationReason>,
     pub expected: Vec<i64>,
     pub got: Vec<i64>,
     pub matches: usize,
@@ -391,6 +434,33 @@ pub struct GenerationReport {
     pub first_divergence: Option<Divergence>,
     pub teacher_forced: Option<TeacherForced>,
     pub tolerance: Tolerance,
+}
+
+/// Why an L5 verdict is not a plain pass, with the numbers it was decided by (`report::verdict` words it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GenerationReason {
+    /// The streams differ; `within` when the share of matching tokens still meets the policy's ratio.
+    TokenMatch { matches: usize, n: usize, ratio: f64, min_ratio: f64, within: bool },
+    /// The first divergence is a near-tie flip, and teacher-forced the package agrees enough.
+    NearTieAgrees { step: usize, margin: Option<f64>, agree: usize, steps: usize, near_tie_flips: Vec<usize> },
+    /// The first divergence is a near-tie flip, but teacher-forced the package disagrees at these real steps.
+    NearTieDisagrees { step: usize, real: Vec<usize> },
+    /// The first divergence is real: how far the reference preferred its own token.
+    RealDivergence { step: usize, preferred_by: Option<f64>, near_tie_margin: f64 },
+    /// A teacher-forced decode step out of tolerance (the first), with how many are, the largest |diff|, and what
+    /// the greedy tokens did there.
+    StepLogitsOut { first: StepViolation, out: usize, of: usize, max_abs: f64, max_at: usize, tokens: TokensThere },
+}
+
+/// What the greedy tokens did at the first decode step whose logits leave tolerance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokensThere {
+    /// The streams never diverge.
+    AllAgree,
+    /// They agree at that step, and first diverge at a later one.
+    AgreeUntil(usize),
+    /// They had diverged already, at this step.
+    DivergedAt(usize),
 }
 
 /// Classifies the package's choice at step `i` against the golden: near-tie flip or real.
@@ -451,38 +521,32 @@ pub fn judge_generation(got: &[i64], golden: &GenerationGolden, forced_choices: 
     let verdict = match &first_divergence {
         None => Verdict::Pass,
         Some(_) if ratio >= tol.min_token_match_ratio => {
-            reasons.push(format!("token match {matches}/{n} = {ratio:.3} is within min_token_match_ratio {}", tol.min_token_match_ratio));
+            reasons.push(GenerationReason::TokenMatch { matches, n, ratio, min_ratio: tol.min_token_match_ratio, within: true });
             Verdict::Pass
         }
         Some(d) => {
-            reasons.push(format!("token match {matches}/{n} = {ratio:.3} is under min_token_match_ratio {}", tol.min_token_match_ratio));
+            reasons.push(GenerationReason::TokenMatch { matches, n, ratio, min_ratio: tol.min_token_match_ratio, within: false });
             match (d.kind, &teacher_forced) {
                 (DivergenceKind::NearTieFlip, Some(tf)) if tf.ratio() >= tol.min_token_match_ratio => {
-                    reasons.push(format!(
-                        "step {} is a near-tie flip (reference margin {}), and teacher-forced the package agrees at {}/{} steps \
-                         (near-tie flips at {:?})",
-                        d.index,
-                        fmt_opt(d.reference_margin),
-                        tf.agree,
-                        tf.steps,
-                        tf.near_tie_disagreements
-                    ));
+                    reasons.push(GenerationReason::NearTieAgrees {
+                        step: d.index,
+                        margin: d.reference_margin,
+                        agree: tf.agree,
+                        steps: tf.steps,
+                        near_tie_flips: tf.near_tie_disagreements.clone(),
+                    });
                     Verdict::Ambiguous
                 }
                 (DivergenceKind::NearTieFlip, Some(tf)) => {
-                    reasons.push(format!(
-                        "step {} is a near-tie flip, but teacher-forced the package still disagrees at steps {:?}",
-                        d.index, tf.real_disagreements
-                    ));
+                    reasons.push(GenerationReason::NearTieDisagrees { step: d.index, real: tf.real_disagreements.clone() });
                     Verdict::Fail
                 }
                 (DivergenceKind::Real, _) => {
-                    reasons.push(format!(
-                        "step {} is a real divergence: the reference preferred its token by {} (near-tie margin {})",
-                        d.index,
-                        fmt_opt(d.reference_logit_expected.zip(d.reference_logit_got).map(|(a, b)| a - b).or(d.reference_margin)),
-                        tol.near_tie_margin
-                    ));
+                    reasons.push(GenerationReason::RealDivergence {
+                        step: d.index,
+                        preferred_by: d.reference_logit_expected.zip(d.reference_logit_got).map(|(a, b)| a - b).or(d.reference_margin),
+                        near_tie_margin: tol.near_tie_margin,
+                    });
                     Verdict::Fail
                 }
                 _ => Verdict::Fail,
@@ -632,26 +696,20 @@ fn judge_rows<K: Copy, R: Iterator<Item = (K, f64, f64, f64)>>(rows: impl Iterat
 /// Folds the step-logits judgement into an L5 report: logits out of tolerance at any step fail the trial, whatever
 /// the tokens did; the reason names the first such step, by how much, and whether the tokens still agree there.
 pub fn with_step_logits(mut r: GenerationReport, s: &StepLogits) -> GenerationReport {
-    let Some(o) = s.first_out else { return r };
+    let Some(first) = s.first_out else { return r };
     let tokens = match &r.first_divergence {
-        None => "the greedy tokens still all agree".to_string(),
-        Some(d) if d.index > o.step => format!("the greedy tokens still agree there (they first diverge at step {})", d.index),
-        Some(d) => format!("the greedy tokens already diverged at step {}", d.index),
+        None => TokensThere::AllAgree,
+        Some(d) if d.index > first.step => TokensThere::AgreeUntil(d.index),
+        Some(d) => TokensThere::DivergedAt(d.index),
     };
-    r.reasons.push(format!(
-        "decode-step logits leave tolerance from step {} on ({} of {} teacher-forced steps): at id {} the reference has {:.6}, \
-         the package {:.6} (|diff| {:.3e} > atol+rtol*|ref| {:.3e}); max |diff| {:.3e} at step {}; {tokens}",
-        o.step,
-        s.steps_out,
-        s.per_step.len(),
-        o.id,
-        o.reference,
-        o.package,
-        (o.package - o.reference).abs(),
-        o.bound,
-        s.max_abs,
-        s.max_at
-    ));
+    r.reasons.push(GenerationReason::StepLogitsOut {
+        first,
+        out: s.steps_out,
+        of: s.per_step.len(),
+        max_abs: s.max_abs,
+        max_at: s.max_at,
+        tokens,
+    });
     r.verdict = Verdict::Fail;
     r
 }

@@ -1,10 +1,12 @@
 //! The words of the logits verdicts (`judge::verdict`) that L4, L5 and genai share: the prefill report and the
 //! greedy stream's report, each with expected, got, where, the policy and the command that regenerates the golden.
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use super::Context;
-use crate::judge::verdict::{DivergenceKind, GenerationReport, PrefillReport, STATS};
+use crate::judge::verdict::{
+    DivergenceKind, GenerationReason, GenerationReport, OverLimit, PrefillReason, PrefillReport, STATS, TokensThere,
+};
 
 fn tok(ctx: &Context, id: i64) -> String {
     format!("{id} {:?}", ctx.tokenizer.token(id))
@@ -12,6 +14,119 @@ fn tok(ctx: &Context, id: i64) -> String {
 
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), |x| format!("{x:.6}"))
+}
+
+/// A margin as a reason states it.
+fn margin(v: Option<f64>) -> String {
+    v.map_or_else(|| "unknown".into(), |m| format!("{m:.4}"))
+}
+
+impl fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
+            self.stat, self.diff, self.multiple, self.floor, self.limit
+        )
+    }
+}
+
+/// The statistics over their limits, on one line.
+pub fn over_limits(over: &[OverLimit]) -> String {
+    over.iter().map(OverLimit::to_string).collect::<Vec<_>>().join("; ")
+}
+
+impl fmt::Display for PrefillReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrefillReason::VocabularySize { reference, package } => {
+                write!(f, "vocabulary size differs: the reference has {reference} logits, the package {package}")
+            }
+            PrefillReason::OverNoise { over } => {
+                write!(f, "logits differ by more than the noise policy allows: {}", over_limits(over))
+            }
+            PrefillReason::OutsideTolerance { violations, of, id, expected, got } => write!(
+                f,
+                "{violations} of {of} logits outside atol+rtol*|ref|; worst at id {id}: expected {expected:.6}, got {got:.6} (|diff| {:.3e})",
+                (got - expected).abs()
+            ),
+            PrefillReason::Cosine { cosine, floor } => write!(f, "cosine similarity {cosine:.6} is under the floor {floor}"),
+            PrefillReason::TopIdOutside { id, logits } => {
+                write!(f, "the reference's top-10 id {id} is outside the package's {logits} logits")
+            }
+            PrefillReason::TopOutsideTolerance { outside, id, expected, got } => write!(
+                f,
+                "{outside} of the reference's top-10 logits outside atol+rtol*|ref|; worst at id {id}: expected {expected:.6}, got {got:.6}"
+            ),
+            PrefillReason::TopOverlap { overlap, of, needed } => write!(f, "top-10 overlap {overlap}/{of} is under {needed}"),
+            PrefillReason::Argmax { got, want, margin: m, near_tie_margin, near_tie: true } => {
+                write!(f, "argmax is {got}, the reference's is {want} (a near-tie: reference margin {} < {near_tie_margin})", margin(*m))
+            }
+            PrefillReason::Argmax { got, want, margin: m, near_tie_margin, near_tie: false } => write!(
+                f,
+                "argmax is {got}, the reference's is {want} (reference margin {}, not a near-tie under {near_tie_margin})",
+                margin(*m)
+            ),
+            PrefillReason::PositionsOut { first: o, out, of, by_noise, max_abs, max_at } => {
+                let what = o.id.map_or_else(|| "its logsumexp".to_string(), |id| format!("id {id}"));
+                let rule = if *by_noise { "the noise policy's bound" } else { "atol+rtol*|ref|" };
+                write!(
+                    f,
+                    "prompt logits leave tolerance from position {} on ({out} of {of} positions): at {what} the reference has {:.6}, \
+                     the package {:.6} (|diff| {:.3e} > {rule} {:.3e}); max |diff| {max_abs:.3e} at position {max_at}",
+                    o.position,
+                    o.reference,
+                    o.package,
+                    (o.package - o.reference).abs(),
+                    o.bound,
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for GenerationReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GenerationReason::TokenMatch { matches, n, ratio, min_ratio, within } => {
+                let side = if *within { "within" } else { "under" };
+                write!(f, "token match {matches}/{n} = {ratio:.3} is {side} min_token_match_ratio {min_ratio}")
+            }
+            GenerationReason::NearTieAgrees { step, margin: m, agree, steps, near_tie_flips } => write!(
+                f,
+                "step {step} is a near-tie flip (reference margin {}), and teacher-forced the package agrees at {agree}/{steps} steps \
+                 (near-tie flips at {near_tie_flips:?})",
+                margin(*m)
+            ),
+            GenerationReason::NearTieDisagrees { step, real } => {
+                write!(f, "step {step} is a near-tie flip, but teacher-forced the package still disagrees at steps {real:?}")
+            }
+            GenerationReason::RealDivergence { step, preferred_by, near_tie_margin } => write!(
+                f,
+                "step {step} is a real divergence: the reference preferred its token by {} (near-tie margin {near_tie_margin})",
+                margin(*preferred_by)
+            ),
+            GenerationReason::StepLogitsOut { first: o, out, of, max_abs, max_at, tokens } => {
+                let tokens = match tokens {
+                    TokensThere::AllAgree => "the greedy tokens still all agree".to_string(),
+                    TokensThere::AgreeUntil(at) => format!("the greedy tokens still agree there (they first diverge at step {at})"),
+                    TokensThere::DivergedAt(at) => format!("the greedy tokens already diverged at step {at}"),
+                };
+                write!(
+                    f,
+                    "decode-step logits leave tolerance from step {} on ({out} of {of} teacher-forced steps): at id {} the reference \
+                     has {:.6}, the package {:.6} (|diff| {:.3e} > atol+rtol*|ref| {:.3e}); max |diff| {max_abs:.3e} at step {max_at}; \
+                     {tokens}",
+                    o.step,
+                    o.id,
+                    o.reference,
+                    o.package,
+                    (o.package - o.reference).abs(),
+                    o.bound,
+                )
+            }
+        }
+    }
 }
 
 pub fn prefill(ctx: &Context, r: &PrefillReport) -> String {

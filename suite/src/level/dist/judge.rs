@@ -88,7 +88,29 @@ pub struct DistReport {
     pub check: Option<Check>,
     /// The KL per scored position, in corpus order (the report's plots).
     pub kld: Vec<f64>,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<DistReason>,
+}
+
+/// Why a dist trial fails, with the numbers it was decided by (its render module words it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DistReason {
+    /// Mean KL over its limit: `multiple` x the floor's mean + `abs`; `score` is the KL over the limit.
+    Mean(KldOver),
+    /// 99th-percentile KL over its limit, likewise.
+    P99(KldOver),
+    /// The paired deviation from the floor (`against` names the floor) over its limit.
+    Deviation { deviation: f64, against: String, limit: f64 },
+}
+
+/// A KL statistic over its limit, and the numbers of the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KldOver {
+    pub kld: f64,
+    pub limit: f64,
+    pub multiple: f64,
+    pub floor: f64,
+    pub abs: f64,
+    pub score: f64,
 }
 
 impl DistReport {
@@ -115,30 +137,29 @@ pub fn judge(positions: &[Position], floor: &Floor, floor_kld: &[f32], tol: Dist
     let (mean_score, p99_score) = (score(stats.kld.value, mean_limit), score(stats.p99_kld(), p99_limit));
     let mut reasons = Vec::new();
     if mean_score > 1.0 {
-        reasons.push(format!(
-            "mean KLD {:.4e} is over its limit {mean_limit:.4e} ({}x the floor's {:.4e} + {:.1e}; {:.2}x the limit)",
-            stats.kld.value, tol.kld_multiple_mean, floor.mean_kld, tol.kld_abs, mean_score
-        ));
+        reasons.push(DistReason::Mean(KldOver {
+            kld: stats.kld.value,
+            limit: mean_limit,
+            multiple: tol.kld_multiple_mean,
+            floor: floor.mean_kld,
+            abs: tol.kld_abs,
+            score: mean_score,
+        }));
     }
     if p99_score > 1.0 {
-        reasons.push(format!(
-            "99.0% KLD {:.4e} is over its limit {p99_limit:.4e} ({}x the floor's {:.4e} + {:.1e}; {:.2}x the limit)",
-            stats.p99_kld(),
-            tol.kld_multiple_p99,
-            floor.p99_kld,
-            tol.kld_abs,
-            p99_score
-        ));
+        reasons.push(DistReason::P99(KldOver {
+            kld: stats.p99_kld(),
+            limit: p99_limit,
+            multiple: tol.kld_multiple_p99,
+            floor: floor.p99_kld,
+            abs: tol.kld_abs,
+            score: p99_score,
+        }));
     }
     if let (Some(score), Some(limit)) = (deviation_score, tol.max_deviation)
         && score > 1.0
     {
-        reasons.push(format!(
-            "the per-position KL sits {deviation:.4e} (mean |package - floor| over the floor's mean) from the floor's ({}), over its \
-             limit {limit:.1e}: this package's {} differs from the floor's",
-            floor.against,
-            if floor.against.contains("int4") { "quantization" } else { "numerics" }
-        ));
+        reasons.push(DistReason::Deviation { deviation, against: floor.against.clone(), limit });
     }
     DistReport {
         pass: reasons.is_empty(),
@@ -191,11 +212,11 @@ mod tests {
         let f = [1e-3f32; 100];
         assert!(judge(&[at(1e-3), at(1e-3)], &floor, &f, tol, 8, None).pass);
         let r = judge(&[at(3e-3), at(3e-3)], &floor, &f, tol, 8, None);
-        assert!(!r.pass && r.reasons[0].starts_with("mean KLD"), "{:?}", r.reasons);
+        assert!(!r.pass && r.reasons[0].to_string().starts_with("mean KLD"), "{:?}", r.reasons);
         // A tail of large divergences fails the 99th percentile even where the mean holds.
         let loose_mean = DistTolerance { kld_multiple_mean: 100.0, ..tol };
         let r = judge(&[at(1e-4); 97].iter().copied().chain([at(0.05); 3]).collect::<Vec<_>>(), &floor, &f, loose_mean, 8, None);
-        assert!(!r.pass && r.reasons.len() == 1 && r.reasons[0].starts_with("99.0% KLD"), "{:?}", r.reasons);
+        assert!(!r.pass && r.reasons.len() == 1 && r.reasons[0].to_string().starts_with("99.0% KLD"), "{:?}", r.reasons);
         assert!(!judge(&[at(f64::NAN)], &floor, &f, tol, 8, None).pass);
         // Paired: the same mean KL, moved position by position, passes the mean and fails the deviation.
         let gated = DistTolerance { max_deviation: Some(0.1), ..tol };

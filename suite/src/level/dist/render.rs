@@ -3,9 +3,9 @@
 //! (the KL's quantile function and its profile along the corpus).
 
 use std::any::Any;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
-use super::judge::DistReport;
+use super::judge::{DistReason, DistReport, KldOver};
 use super::stats::{Estimate, MIN_PPL_POSITIONS, Spread, percentile};
 use crate::judge::profile::Profile;
 use crate::outcome::{Judgement, NumbersTable, Outcome};
@@ -26,7 +26,7 @@ pub fn measured(o: &Outcome) -> Option<String> {
 
 impl Judgement for DistReport {
     fn reasons(&self) -> Vec<String> {
-        self.reasons.clone()
+        self.reasons.iter().map(ToString::to_string).collect()
     }
 
     fn numbers(&self) -> Vec<(&'static str, String)> {
@@ -43,6 +43,28 @@ impl Judgement for DistReport {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+impl fmt::Display for DistReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let over = |f: &mut fmt::Formatter<'_>, what: &str, k: &KldOver| {
+            write!(
+                f,
+                "{what} {:.4e} is over its limit {:.4e} ({}x the floor's {:.4e} + {:.1e}; {:.2}x the limit)",
+                k.kld, k.limit, k.multiple, k.floor, k.abs, k.score
+            )
+        };
+        match self {
+            DistReason::Mean(k) => over(f, "mean KLD", k),
+            DistReason::P99(k) => over(f, "99.0% KLD", k),
+            DistReason::Deviation { deviation, against, limit } => write!(
+                f,
+                "the per-position KL sits {deviation:.4e} (mean |package - floor| over the floor's mean) from the floor's ({against}), \
+                 over its limit {limit:.1e}: this package's {} differs from the floor's",
+                if against.contains("int4") { "quantization" } else { "numerics" }
+            ),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::feed::inputs::{Inputs, TensorData};
 use crate::judge::golden::{Hex, Noise};
 use crate::judge::profile::Profile;
 use crate::judge::tolerance::Tolerance;
-use crate::judge::verdict::{NoiseJudgement, Verdict, judge_noise};
+use crate::judge::verdict::{NoiseJudgement, OverLimit, Verdict, judge_noise};
 use mobius_numeric::{Comparison, compare};
 
 /// What the run stage measured for one encoder.
@@ -122,8 +122,46 @@ pub struct ComponentReport {
     /// How far zeroing the features moved the prompt's last logits, and the least that shows they arrive.
     pub moved: f64,
     pub floor: f64,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<ComponentReason>,
     pub tolerance: Tolerance,
+}
+
+/// Why an encoder fails, naming the encoder (`component`) and its features tensor, with the numbers it was decided
+/// by (its render module words it). A position is `[frame, column]`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ComponentReason {
+    Shape {
+        component: &'static str,
+        tensor: &'static str,
+        got: Vec<i64>,
+        want: Vec<i64>,
+    },
+    /// The noise-floor judgement's statistics over their limits, and the largest difference.
+    OverNoise {
+        component: &'static str,
+        tensor: &'static str,
+        over: Vec<OverLimit>,
+        at: [usize; 2],
+        expected: f32,
+        got: f32,
+    },
+    /// Values outside atol + rtol * |ref|, and the worst.
+    OutsideTolerance {
+        component: &'static str,
+        tensor: &'static str,
+        violations: usize,
+        of: usize,
+        at: [usize; 2],
+        expected: f32,
+        got: f32,
+    },
+    /// Zeroing the features moved the prompt's last logits by no more than `floor`.
+    Unreached {
+        component: &'static str,
+        tensor: &'static str,
+        moved: f64,
+        floor: f64,
+    },
 }
 
 /// Judges one encoder (`component`, whose features tensor is `tensor`) against the reference's features.
@@ -138,7 +176,7 @@ pub fn judge(
     let want_shape = want.shape;
     let same_shape = got.shape == want_shape;
     if !same_shape {
-        reasons.push(format!("{component}: `{tensor}` has shape {:?}, the reference's is {want_shape:?}", got.shape));
+        reasons.push(ComponentReason::Shape { component, tensor, got: got.shape.to_vec(), want: want_shape.to_vec() });
     }
     let cols = (*want_shape.last().unwrap_or(&1)).max(1) as usize;
     let kept = want.kept(got.shape, got.features);
@@ -147,39 +185,37 @@ pub fn judge(
     let c = compare(got_values, want.values, tol.atol, tol.rtol);
     let noise = want.noise.as_ref().filter(|_| got_values.len() == want.values.len()).map(|n| judge_noise(got_values, want.values, n, tol));
     let over = noise.as_ref().map(NoiseJudgement::over_limits);
-    match &over {
+    match over {
         Some(over) if !over.is_empty() => {
             let i = c.max_abs_at;
-            reasons.push(format!(
-                "{component}: `{tensor}` differs by more than the noise policy allows: {}; largest at [{}, {}]: expected {:.6}, got {:.6}",
-                over.join("; "),
-                frame_of(i / cols),
-                i % cols,
-                want.values.get(i).copied().unwrap_or(f32::NAN),
-                got_values.get(i).copied().unwrap_or(f32::NAN)
-            ));
+            reasons.push(ComponentReason::OverNoise {
+                component,
+                tensor,
+                over,
+                at: [frame_of(i / cols), i % cols],
+                expected: want.values.get(i).copied().unwrap_or(f32::NAN),
+                got: got_values.get(i).copied().unwrap_or(f32::NAN),
+            });
         }
         Some(_) => {}
         None => {
             if let Some(i) = c.worst_violation_at.filter(|_| kept.is_some()) {
-                reasons.push(format!(
-                    "{component}: {} of {} values of `{tensor}` outside atol+rtol*|ref|; worst at [{}, {}]: expected {:.6}, got {:.6}",
-                    c.violations,
-                    want.values.len(),
-                    frame_of(i / cols),
-                    i % cols,
-                    want.values[i],
-                    got_values[i]
-                ));
+                reasons.push(ComponentReason::OutsideTolerance {
+                    component,
+                    tensor,
+                    violations: c.violations,
+                    of: want.values.len(),
+                    at: [frame_of(i / cols), i % cols],
+                    expected: want.values[i],
+                    got: got_values[i],
+                });
             }
         }
     }
     let moved = compare(got.with, got.zeroed, 0.0, 0.0).max_abs;
     let floor = (100.0 * tol.atol).max(1e-3);
     if moved <= floor {
-        reasons.push(format!(
-            "{component}: zeroing `{tensor}` moved the last logits by only {moved:.3e} (<= {floor:.1e}): the media never reach the decoder"
-        ));
+        reasons.push(ComponentReason::Unreached { component, tensor, moved, floor });
     }
     let verdict = if reasons.is_empty() { Verdict::Pass } else { Verdict::Fail };
     ComponentReport {
@@ -283,7 +319,7 @@ mod tests {
         assert_eq!(judge_state(&want, &state(Some((3, 5.0)))).verdict, Verdict::Pass);
         let r = judge_state(&want, &state(Some((9, 5.0))));
         assert_eq!((r.verdict, r.frames_compared), (Verdict::Fail, Some(3)));
-        assert!(r.reasons[0].contains("worst at [4, 1]"), "{:?}", r.reasons);
+        assert!(r.reasons[0].to_string().contains("worst at [4, 1]"), "{:?}", r.reasons);
         // Another number of frames than the reference's is a shape failure, never a comparison of rows that differ.
         let got = ComponentOutputs { shape: &[1, 5, 2], features: &state(None)[..10], with: &[0.0, 1.0], zeroed: &[0.0, 0.0] };
         let r = judge(
@@ -293,7 +329,7 @@ mod tests {
             &want,
             &Tolerance::builtin(crate::judge::tolerance::Logits::Prefill, crate::vocab::Dtype::F32),
         );
-        assert!(r.verdict == Verdict::Fail && r.reasons[0].contains("shape [1, 5, 2]"), "{:?}", r.reasons);
+        assert!(r.verdict == Verdict::Fail && r.reasons[0].to_string().contains("shape [1, 5, 2]"), "{:?}", r.reasons);
     }
 
     #[test]
@@ -306,7 +342,8 @@ mod tests {
         assert!(r.noise.is_some_and(|n| n.multiple[2] > 100.0 && n.score < 1.0));
         let r = judge_state(&want, &state(Some((4, 0.3))));
         assert_eq!(r.verdict, Verdict::Fail);
-        assert!(r.reasons[0].contains("noise policy") && r.reasons[0].contains("[2, 0]"), "{:?}", r.reasons);
+        let why = r.reasons[0].to_string();
+        assert!(why.contains("noise policy") && why.contains("[2, 0]"), "{why}");
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! moved the logits), the HTML report's numbers with the per-row |diff|, and its summary row.
 
 use std::any::Any;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
-use super::judge::{ComponentReport, Judged, Numbers};
+use super::judge::{ComponentReason, ComponentReport, Judged, Numbers};
 use crate::outcome::{Judgement, NumbersTable, Outcome};
 use crate::report::svg::{self, LineChart, Series};
+use crate::report::verdict::over_limits;
 
 /// What a failing encoder trial measured: its features' largest difference.
 pub fn measured(o: &Outcome) -> Option<String> {
@@ -18,7 +19,7 @@ static TABLE: NumbersTable =
 
 impl Judgement for Judged {
     fn reasons(&self) -> Vec<String> {
-        self.report.reasons.clone()
+        self.report.reasons.iter().map(ToString::to_string).collect()
     }
 
     fn numbers(&self) -> Vec<(&'static str, String)> {
@@ -71,6 +72,32 @@ pub fn message(trial: &str, r: &ComponentReport, reference_file: &str, regenerat
     let _ = writeln!(s, "  policy: {}\n  reference: {reference_file}", r.tolerance);
     let _ = writeln!(s, "  regenerate (only if the reference changed): {regenerate}");
     s
+}
+
+impl fmt::Display for ComponentReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ComponentReason::Shape { component, tensor, got, want } => {
+                write!(f, "{component}: `{tensor}` has shape {got:?}, the reference's is {want:?}")
+            }
+            ComponentReason::OverNoise { component, tensor, over, at: [row, col], expected, got } => write!(
+                f,
+                "{component}: `{tensor}` differs by more than the noise policy allows: {}; largest at [{row}, {col}]: expected \
+                 {expected:.6}, got {got:.6}",
+                over_limits(over)
+            ),
+            ComponentReason::OutsideTolerance { component, tensor, violations, of, at: [row, col], expected, got } => write!(
+                f,
+                "{component}: {violations} of {of} values of `{tensor}` outside atol+rtol*|ref|; worst at [{row}, {col}]: expected \
+                 {expected:.6}, got {got:.6}"
+            ),
+            ComponentReason::Unreached { component, tensor, moved, floor } => write!(
+                f,
+                "{component}: zeroing `{tensor}` moved the last logits by only {moved:.3e} (<= {floor:.1e}): the media never reach \
+                 the decoder"
+            ),
+        }
+    }
 }
 
 fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) {

@@ -3,12 +3,12 @@
 //! the HTML report's numbers, flipped items and thumbnails, and their summary rows.
 
 use std::any::Any;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use super::judged::{MAX_MEDIA_FLIPS, MediaJudged, MediaNumbers, TextJudged, TextNumbers, Thumbnail};
-use crate::accuracy::gate::{GateReport, fmt_p, min_significant_flips};
+use crate::accuracy::gate::{GateReason, GateReport, min_significant_flips};
 use crate::accuracy::lmms::{Direction, MediaTask};
-use crate::accuracy::media_gate::MediaGateReport;
+use crate::accuracy::media_gate::{MediaGateReason, MediaGateReport};
 use crate::accuracy::protocol::Protocol;
 use crate::accuracy::task::spec::Metric;
 use crate::outcome::{Judgement, NumbersTable, Outcome};
@@ -112,6 +112,83 @@ impl Judgement for MediaJudged {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// A p-value as the gate prints it.
+fn fmt_p(p: f64) -> String {
+    if p >= 1e-3 { format!("{p:.4}") } else { format!("{p:.2e}") }
+}
+
+/// Why a task too small for the net rule fails it (`refused`) or only warns, the test that decides then named.
+fn too_small(f: &mut fmt::Formatter<'_>, what: fmt::Arguments<'_>, refused: bool, test: &str) -> fmt::Result {
+    if refused {
+        write!(f, "{what}; refused (CI): give the task more items or raise `max_delta_points`")
+    } else {
+        write!(f, "WARNING: {what}; the net rule is not applied, the {test} decides (under CI this fails)")
+    }
+}
+
+impl fmt::Display for GateReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateReason::TooSmall { max_delta_points, points_per_item, n, need, refused } => too_small(
+                f,
+                format_args!(
+                    "the task is too small to decide +-{max_delta_points:.2} points: one item moves accuracy {points_per_item:.2} \
+                     points (n={n}; it takes {need} items)"
+                ),
+                *refused,
+                "flip test",
+            ),
+            GateReason::NetDelta { delta_points, max_delta_points } => {
+                write!(f, "net delta {delta_points:+.2} points exceeds +-{max_delta_points:.2}")
+            }
+            GateReason::FlipsLean { lost, gained, p_value, flip_alpha } => write!(
+                f,
+                "the flips lean one way: {lost} lost, {gained} gained, McNemar exact p = {} < {flip_alpha} (a shift this uneven is \
+                 not chance)",
+                fmt_p(*p_value)
+            ),
+            GateReason::TooManyFlipped { items, points, max_flipped_points } => {
+                write!(f, "{items} items changed correctness ({points:.2} points), more than max_flipped_points {max_flipped_points:.2}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for MediaGateReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MediaGateReason::NotANumber { metric, reference, got } => {
+                write!(f, "{metric} is not a number (reference {reference}, package {got}): nothing was scored")
+            }
+            MediaGateReason::TooSmall { metric, max_delta_points, largest_move, n, refused } => too_small(
+                f,
+                format_args!(
+                    "the task is too small to decide +-{max_delta_points:.2} points: one item moves {metric} by up to \
+                     {largest_move:.2} points (n={n})"
+                ),
+                *refused,
+                "paired test",
+            ),
+            MediaGateReason::NetDelta { metric, delta_points, max_delta_points } => {
+                write!(f, "net delta {delta_points:+.2} {metric} points exceeds +-{max_delta_points:.2}")
+            }
+            MediaGateReason::ItemsLean { worse, better, p_value, flip_alpha, test } => {
+                write!(f, "the changed items lean one way: {worse} worse, {better} better, p = {} < {flip_alpha} ({test})", fmt_p(*p_value))
+            }
+            MediaGateReason::TooManyChanged { items, points, max_flipped_points } => {
+                write!(f, "{items} items changed ({points:.2} points), more than max_flipped_points {max_flipped_points:.2}")
+            }
+            MediaGateReason::PlumbingDiffers { docs, n } => write!(
+                f,
+                "plumbing only: {} of {n} outputs differ from the reference's (docs {}); with random weights only outputs equal \
+                 to the reference's show that the task, media, protocol and scorer reach the model as they reach the reference",
+                docs.len(),
+                docs.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        }
     }
 }
 

@@ -25,11 +25,10 @@ pub enum Feed {
     Processor { modality: Modality },
 }
 
-/// genai's processor built another prompt than Hugging Face's.
+/// genai's processor built another prompt than Hugging Face's (its render module words the reason: both lengths
+/// and where they part).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PromptDifference {
-    /// The one-line reason: both lengths and where they part.
-    pub reason: String,
     pub hf: Vec<i64>,
     pub genai: Vec<i64>,
     /// The first position where they differ (the shorter one's length when one is the other's prefix).
@@ -51,22 +50,6 @@ pub struct GenaiReport {
     pub max_abs_diff: Option<f64>,
     pub first_divergence: Option<usize>,
 }
-
-impl GenaiReport {
-    /// Every verdict's reasons, in the order the report prints them.
-    pub fn reasons(&self) -> Vec<&str> {
-        let mut out = Vec::new();
-        if let Some(p) = &self.prompt {
-            out.push(p.reason.as_str());
-        }
-        out.extend(self.prefill.iter().flat_map(|(r, _)| r.reasons.iter().map(String::as_str)));
-        out.extend(self.generation.iter().flat_map(|(r, _)| r.reasons.iter().map(String::as_str)));
-        out
-    }
-}
-
-/// The reason a prompt difference gives, before its numbers.
-pub const PROMPT_DIFFERS: &str = "genai's processor built another prompt than Hugging Face's";
 
 fn worst(a: Verdict, b: Verdict) -> Verdict {
     let rank = |v: Verdict| match v {
@@ -129,8 +112,7 @@ pub fn prompt_difference(hf: &[i64], genai: &[i64], text: &dyn Fn(&[i64]) -> Str
         return None;
     }
     let at = hf.iter().zip(genai).position(|(a, b)| a != b).unwrap_or(hf.len().min(genai.len()));
-    let reason = format!("{PROMPT_DIFFERS}: {} ids against {}, first different at position {at}", genai.len(), hf.len());
-    Some(PromptDifference { reason, hf: hf.to_vec(), genai: genai.to_vec(), at, hf_text: text(hf), genai_text: text(genai) })
+    Some(PromptDifference { hf: hf.to_vec(), genai: genai.to_vec(), at, hf_text: text(hf), genai_text: text(genai) })
 }
 
 #[cfg(test)]

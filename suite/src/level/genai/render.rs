@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::fmt::Write;
 
-use super::judge::{Feed, GenaiReport};
+use super::judge::{Feed, GenaiReport, PromptDifference};
 use crate::outcome::{Judgement, NumbersTable, Outcome};
 use crate::report::Context;
 use crate::report::verdict::{generation, prefill};
@@ -15,9 +15,22 @@ pub fn measured(o: &Outcome) -> Option<String> {
     o.max_abs_diff.map(|d| format!("max |logit diff| {d:.3e}{}", step.unwrap_or_default()))
 }
 
+/// The reason a prompt difference gives: both lengths and where they part.
+fn prompt_reason(d: &PromptDifference) -> String {
+    format!(
+        "genai's processor built another prompt than Hugging Face's: {} ids against {}, first different at position {}",
+        d.genai.len(),
+        d.hf.len(),
+        d.at
+    )
+}
+
 impl Judgement for GenaiReport {
+    /// Every verdict's reasons, in the order the message prints them.
     fn reasons(&self) -> Vec<String> {
-        GenaiReport::reasons(self).into_iter().map(str::to_string).collect()
+        let prompt = self.prompt.iter().map(prompt_reason);
+        let prefill = self.prefill.iter().flat_map(|(r, _)| r.reasons.iter().map(ToString::to_string));
+        prompt.chain(prefill).chain(self.generation.iter().flat_map(|(r, _)| r.reasons.iter().map(ToString::to_string))).collect()
     }
 
     fn numbers(&self) -> Vec<(&'static str, String)> {
@@ -52,7 +65,11 @@ pub fn message(ctx: &Context, r: &GenaiReport) -> String {
         let _ = write!(
             s,
             "  - {}\n  Hugging Face ids: {:?}\n  genai ids:        {:?}\n  Hugging Face text: {:?}\n  genai text:        {:?}\n",
-            d.reason, d.hf, d.genai, d.hf_text, d.genai_text
+            prompt_reason(d),
+            d.hf,
+            d.genai,
+            d.hf_text,
+            d.genai_text
         );
     }
     if let Some((p, file)) = &r.prefill {
@@ -62,4 +79,18 @@ pub fn message(ctx: &Context, r: &GenaiReport) -> String {
         s.push_str(&generation(&Context { golden_file: file, ..*ctx }, g));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_difference_is_worded_with_both_lengths_and_where_they_part() {
+        let d = super::super::judge::prompt_difference(&[1, 2, 3], &[1, 9, 2, 3], &|ids: &[i64]| format!("{ids:?}")).unwrap();
+        assert_eq!(
+            prompt_reason(&d),
+            "genai's processor built another prompt than Hugging Face's: 4 ids against 3, first different at position 1"
+        );
+    }
 }

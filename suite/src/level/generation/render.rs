@@ -39,7 +39,7 @@ static TABLE: NumbersTable =
 
 impl Judgement for Judged {
     fn reasons(&self) -> Vec<String> {
-        self.report.reasons.clone()
+        self.report.reasons.iter().map(ToString::to_string).collect()
     }
 
     fn numbers(&self) -> Vec<(&'static str, String)> {
