@@ -64,7 +64,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from . import fixture_build, fixtures, loglik  # noqa: E402  (fixture_build: the mobius build and int4 recipe every fixture shares)
+from . import fixture_build, fixture_derive, loglik, text_fixture  # noqa: E402  (fixture_build: the mobius build and int4 recipe every fixture shares)
 from .fixture_build import INT4, TOKENIZER_FILES, WEIGHTS_PACKAGE  # noqa: E402
 
 NAME = "arith-tiny"
@@ -279,7 +279,7 @@ def train(hf_dir, tok_dir):
     save.generation_config.eos_token_id = EOS_ID
     save.generation_config.bos_token_id = BOS_ID
     save.generation_config.pad_token_id = PAD_ID
-    fixtures.save_hf(save, "arith-tiny", hf_dir, tok_dir)
+    text_fixture.save_hf(save, "arith-tiny", hf_dir, tok_dir)
     return {"train_s": round(train_s, 1), "final_loss": round(out.loss.item(), 4)}
 
 
@@ -310,7 +310,7 @@ def write_weights(pkg_dir, hf_dir, path):
 
 
 def recorded_sha256(out_root):
-    sha = (fixtures.read_manifest(out_root) or {}).get("sha256", {}).get(MANIFEST_KEY)
+    sha = (fixture_derive.read_manifest(out_root) or {}).get("sha256", {}).get(MANIFEST_KEY)
     if not sha:
         raise SystemExit(f"{out_root}/MANIFEST.json records no sha256 for {MANIFEST_KEY}: run arith.py with the "
                          f"weights in place (or --retrain) to record it")
@@ -318,8 +318,8 @@ def recorded_sha256(out_root):
 
 
 def record_sha256(out_root, sha):
-    """Record the weights' sha256 in MANIFEST.json (fixtures.py's write_manifest keeps it) and list them as derived."""
-    manifest = fixtures.read_manifest(out_root) or {}
+    """Record the weights' sha256 in MANIFEST.json (fixture_manifest.write_manifest keeps it) and list them as derived."""
+    manifest = fixture_derive.read_manifest(out_root) or {}
     old = manifest.setdefault("sha256", {}).get(MANIFEST_KEY)
     if old == sha and MANIFEST_KEY in manifest.get("derived", {}).get("files", []):
         return

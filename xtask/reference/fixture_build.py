@@ -24,7 +24,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # (TOKENIZER_FILES; mobius writes them into every package it builds): the text fixtures share tokenizer/ (the
 # cases read it from there), the multimodal one has its own in hf/ (with the processor files).
 PACKAGE_KEEP = ("model.onnx", "model.onnx.data", "genai_config.json")
-# The int4 recipe (ONNX Runtime's MatMulNBitsQuantizer; fixtures.py's variants say why these settings).
+# The int4 recipe (ONNX Runtime's MatMulNBitsQuantizer; text_fixture.py's variants say why these settings).
 INT4 = dict(bits=4, block_size=32, is_symmetric=True, accuracy_level=None, op_types_to_quantize=["MatMul", "Gather"],
             quant_axes=[["MatMul", 0], ["Gather", 1]])
 # The committed package the reference weights are read back from (weights.py), per fixture.
@@ -66,7 +66,7 @@ def mobius_build(root, hf_rel, out_rel, ep, keep_all=False, dtype=None):
 
 def mobius_source(hf_dir, dst, head="lm_head.weight", to="model.language_model.lm_head.weight"):
     """A copy of hf_dir that mobius-onnx 0.1.0 can build: the untied LM head `head` renamed to `to`, where its
-    weight loader looks for it (fixtures.MOBIUS_WORKAROUNDS; by default the Gemma-4 multimodal one's)."""
+    weight loader looks for it (fixture_manifest.MOBIUS_WORKAROUNDS; by default the Gemma-4 multimodal one's)."""
     from safetensors.torch import load_file, save_file
 
     shutil.copytree(hf_dir, dst)
@@ -164,7 +164,7 @@ def quantize_int4(src_dir, dst_dir, quantize_gathers=True, fold_head=False, voca
     of the Gathers: int4_gather_exclusions) by ONNX Runtime's MatMulNBitsQuantizer (INT4);
     quantize_gathers=False: MatMuls only. fold_head: first fold a tied LM head read as
     MatMul(Transpose(table)) into its own f32 initializer (fold_tied_head), so that the head becomes
-    MatMulNBits and the table, then read by Gathers only, GatherBlockQuantized (fixtures.INT4_FOLD_HEAD says for
+    MatMulNBits and the table, then read by Gathers only, GatherBlockQuantized (text_fixture.INT4_FOLD_HEAD says for
     which fixtures). genai_config.json is copied unchanged (files: PACKAGE_KEEP); the
     external data stays in model.onnx.data. Returns the op counts of the result.
     One model of a package of several (an encoder-decoder's `encoder/`): vocab_size given (it is the package's
@@ -238,7 +238,7 @@ def read_back(fix_dir, hf_dir, path, renames=()):
 
 def check_derivable(name, fix_dir, renames=()):
     """At creation: the freshly built f32 package gives back the seeded weights byte for byte, so that every later
-    derivation (fixtures.derive_hf) can read them from it."""
+    derivation (fixture_derive.derive_hf) can read them from it."""
     with tempfile.TemporaryDirectory(prefix="weights-") as tmp:
         path = os.path.join(tmp, "model.safetensors")
         read_back(fix_dir, os.path.join(fix_dir, "hf"), path, renames)

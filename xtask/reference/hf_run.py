@@ -1,5 +1,5 @@
 """Running the Hugging Face reference: media as the processor reads them, one user turn through a processor's chat
-template, and the checked greedy decode. Shared by goldens.py (the goldens) and fixtures.py (the design checks).
+template, and the checked greedy decode. Shared by goldens.py (the goldens) and mm_fixture.py (the design checks).
 """
 from __future__ import annotations
 

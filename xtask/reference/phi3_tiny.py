@@ -15,7 +15,7 @@ from . import common  # noqa: F401  (the environment preamble, before torch)
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from . import fixture_build, fixtures  # noqa: E402
+from . import fixture_build, fixture_models, text_fixture  # noqa: E402
 
 SEED = 1
 INIT_STD = 0.2
@@ -25,9 +25,10 @@ def main(out):
     out = os.path.abspath(out)
     hf = os.path.join(out, "hf")
     cfg = transformers.Phi3Config(
-        num_hidden_layers=2, tie_word_embeddings=False, vocab_size=fixtures.VOCAB, hidden_size=64, intermediate_size=128,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        original_max_position_embeddings=256, bos_token_id=fixtures.BOS_ID, eos_token_id=fixtures.EOS_ID, pad_token_id=fixtures.PAD_ID)
+        num_hidden_layers=2, tie_word_embeddings=False, vocab_size=fixture_models.VOCAB, hidden_size=64,
+        intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        original_max_position_embeddings=256, bos_token_id=fixture_models.BOS_ID, eos_token_id=fixture_models.EOS_ID,
+        pad_token_id=fixture_models.PAD_ID)
     torch.manual_seed(SEED)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
     g = torch.Generator().manual_seed(SEED)
@@ -36,12 +37,12 @@ def main(out):
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=g) * INIT_STD)
             else:
-                p.add_(torch.randn(p.shape, generator=g) * fixtures.NORM_STD)
+                p.add_(torch.randn(p.shape, generator=g) * fixture_models.NORM_STD)
     fused = [n for n, _ in model.named_parameters() if n.endswith(("qkv_proj.weight", "gate_up_proj.weight"))]
     if not fused:
         raise SystemExit("this transformers' Phi-3 has no fused projections: the test would prove nothing")
-    fixtures.save_hf(model, "phi3-tiny", hf, os.path.join(os.path.dirname(os.path.abspath(fixtures.__file__)), "..", "..",
-                                                     "fixtures", "tokenizer"))
+    tokenizer = os.path.join(os.path.dirname(os.path.abspath(text_fixture.__file__)), "..", "..", "fixtures", "tokenizer")
+    text_fixture.save_hf(model, "phi3-tiny", hf, tokenizer)
     fixture_build.mobius_build(out, "hf", os.path.join("onnx", "default-f32"), "default")
     fixture_build.quantize_int4(os.path.join(out, "onnx", "default-f32"), os.path.join(out, "onnx", "default-int4"))
     print(f"phi3-tiny in {out}: fused HF parameters {fused}")

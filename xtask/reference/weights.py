@@ -1,7 +1,7 @@
 """A fixture's HF weights read back from its committed f32 package, byte for byte: the derivation is a pure function
 of committed data, so it gives the same model.safetensors on every machine, thread count and CPU path.
 
-The seeded recipe (fixtures.make_model) draws torch.randn, whose float32 path is vectorised: its AVX2 and AVX-512
+The seeded recipe (fixture_models.make_model) draws torch.randn, whose float32 path is vectorised: its AVX2 and AVX-512
 kernels give other bits than the scalar one (ATEN_CPU_CAPABILITY=default), and a forward pass would add the CPU's
 summation order. So the recipe only *creates* a fixture (`cargo xtask fixtures`, which writes the packages, the
 goldens' inputs and MANIFEST.json together); deriving one again never runs it. MANIFEST.json's sha256 of the
