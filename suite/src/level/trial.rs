@@ -25,7 +25,7 @@ use crate::plan::corpus;
 use crate::plan::suite::Suite;
 use crate::report;
 use crate::run::decoder::Decoder;
-use crate::run::genai::Refusal;
+use crate::run::genai::api::Refusal;
 use crate::run::pipeline::Pipeline;
 use crate::run::runtime::{self, Provider};
 use crate::run::sessions;

@@ -165,7 +165,7 @@ impl Items<'_> {
             return Ok(Err(Outcome::skip(format!(
                 "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, \
                  which the suite does not pin yet",
-                crate::run::genai::GENAI_VERSION
+                crate::run::genai::version::GENAI_VERSION
             ))));
         }
         let model = match crate::run::genai::Model::open(package, provider)? {
@@ -276,7 +276,7 @@ fn genai_output(
         Medium::Image => inputs.input_ids().to_vec(),
         Medium::Audio => feed.prefix.clone(),
     };
-    let prompt = tokenizer.decode_raw(&crate::run::genai::placeholder_ids(&reference_ids));
+    let prompt = tokenizer.decode_raw(&crate::run::genai::processor::placeholder_ids(&reference_ids));
     let file = scratch.media(item, feed.medium, protocol.media, &what)?;
     let (images, audio) = match feed.medium {
         Medium::Image => (vec![file], vec![]),

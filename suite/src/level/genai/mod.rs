@@ -67,7 +67,7 @@ fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
         return Ok(Outcome::skip(format!(
             "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, which \
              the suite does not pin yet",
-            crate::run::genai::GENAI_VERSION
+            crate::run::genai::version::GENAI_VERSION
         )));
     }
     let (package, paths, inputs, policy) = (&p.package, &p.paths, &p.inputs, p.policy);
@@ -111,7 +111,7 @@ fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
         prefill: prefill.as_ref().map(|g| (g, full.as_deref(), &tol4, prefill_file.as_str())),
         generation: generation.as_ref().map(|g| (g, &tol5, generation_file.as_str())),
     };
-    let feed = Feed::Ids { library: run.library.clone(), version: crate::run::genai::GENAI_VERSION, generated: run.tokens.len() };
+    let feed = Feed::Ids { library: run.library.clone(), version: crate::run::genai::version::GENAI_VERSION, generated: run.tokens.len() };
     let r = judge::judge(feed, None, Some(&run.prefill_logits), &run.tokens, &goldens);
     let regenerate = t.regenerate();
     let ctx = t.report_context(&p.tokenizer, &generation_file, &regenerate, policy);
@@ -123,7 +123,7 @@ fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
 fn run_genai_media(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
     let (package, paths, tokenizer, policy) = (&p.package, &p.paths, &p.tokenizer, p.policy);
     let hf = p.inputs.input_ids();
-    let prompt = tokenizer.decode_raw(&crate::run::genai::placeholder_ids(hf));
+    let prompt = tokenizer.decode_raw(&crate::run::genai::processor::placeholder_ids(hf));
     let media = |files: &[String], wanted: bool| -> Vec<PathBuf> {
         if wanted { files.iter().map(|f| t.suite.root.join(f)).collect() } else { Vec::new() }
     };
