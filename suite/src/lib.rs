@@ -71,7 +71,9 @@ pub mod judge {
     pub mod finite;
     pub mod golden;
     pub mod hexfloat;
+    pub mod prefill;
     pub mod profile;
+    pub mod stream;
     pub mod tolerance;
     pub mod verdict;
     pub mod xfail;

@@ -6,12 +6,13 @@ mod common;
 
 use mobius_conformance::judge::golden::{GenerationGolden, PrefillGolden};
 use mobius_conformance::judge::tolerance::{Logits, Policy, Tolerance};
+use mobius_conformance::judge::{prefill, stream, verdict};
+use mobius_conformance::paths;
 use mobius_conformance::plan::case::Case;
 use mobius_conformance::plan::hub::HubRef;
 use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::vocab::Dtype;
 use mobius_conformance::vocab::MAX_NEW_TOKENS;
-use mobius_conformance::{judge::verdict, paths};
 use proptest::prelude::*;
 
 const CASE: &str = include_str!("../../cases/causal-lm/gemma3-tiny.yaml");
@@ -168,7 +169,7 @@ proptest! {
         };
         prop_assume!(reference.as_ref().is_none_or(|r| r.iter().zip(&got).any(|(a, b)| a != b)));
         let tol = Tolerance::builtin(Logits::Prefill, Dtype::F32);
-        let r = verdict::judge_prefill(&got, &g, reference.as_deref(), &tol);
+        let r = prefill::judge_prefill(&got, &g, reference.as_deref(), &tol);
         prop_assert_eq!(r.verdict, verdict::Verdict::Fail, "{:?}", r.reasons);
     }
 
@@ -178,7 +179,7 @@ proptest! {
         let Ok(g) = GenerationGolden::parse("x_generation.json", &mutate(GENERATION, &ms)) else { return Ok(()) };
         prop_assert!(!g.generated_tokens.is_empty());
         let got: Vec<i64> = g.generated_tokens.iter().map(|t| t.wrapping_add(1)).collect();
-        let r = verdict::judge_generation(&got, &g, None, &Tolerance::builtin(Logits::Stream, Dtype::F32));
+        let r = stream::judge_generation(&got, &g, None, &Tolerance::builtin(Logits::Stream, Dtype::F32));
         prop_assert_eq!(r.verdict, verdict::Verdict::Fail, "{:?}", r.reasons);
     }
 

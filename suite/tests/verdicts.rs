@@ -1,10 +1,10 @@
 //! Every verdict path, driven with crafted logits and goldens (no ONNX Runtime involved).
 
 use mobius_conformance::judge::golden::{GenerationGolden, Hex, Noise, PositionTop, PrefillGolden, StepTop};
+use mobius_conformance::judge::prefill::{judge_positions, judge_prefill, with_positions};
+use mobius_conformance::judge::stream::{DivergenceKind, judge_generation, judge_step_logits, with_step_logits};
 use mobius_conformance::judge::tolerance::{Logits, Tolerance};
-use mobius_conformance::judge::verdict::{
-    DivergenceKind, Verdict, judge_generation, judge_positions, judge_prefill, judge_step_logits, with_positions, with_step_logits,
-};
+use mobius_conformance::judge::verdict::Verdict;
 use mobius_conformance::vocab::Dtype;
 use mobius_numeric::PositionLogits;
 use mobius_numeric::TopK;
@@ -223,15 +223,21 @@ fn l5_golden_without_steps_is_unclassified() {
 #[test]
 fn staleness_by_hash_prompt_or_ids() {
     use mobius_conformance::feed::inputs::Inputs;
-    use mobius_conformance::judge::verdict::staleness;
+    use mobius_conformance::judge::verdict::{Stale, staleness};
     let inputs = Inputs::from_token_ids(&[2, 10, 11]);
     let hash = inputs.hash();
     assert_eq!(staleness(Some(&hash), Some("p"), &[], "p", &inputs), None);
     let other = Inputs::from_token_ids(&[2, 10, 12]).hash();
-    assert!(staleness(Some(&other), None, &[], "p", &inputs).unwrap().contains("other inputs"));
+    let stale = staleness(Some(&other), None, &[], "p", &inputs).unwrap();
+    assert_eq!(stale, Stale::InputHash { golden: other.clone(), case: hash.clone() });
+    assert!(stale.to_string().contains(&format!("input_hash {other}; the case's inputs hash to {hash}")), "{stale}");
     // mobius' goldens: no hash; their prompt or input ids give them away.
-    assert!(staleness(None, Some("Describe this image."), &[], "Describe this image in detail.", &inputs).unwrap().contains("prompt"));
-    assert!(staleness(None, None, &[2, 10], "p", &inputs).unwrap().contains("input ids"));
+    let stale = staleness(None, Some("Describe this image."), &[], "Describe this image in detail.", &inputs).unwrap();
+    assert!(matches!(&stale, Stale::Prompt { golden, .. } if golden == "Describe this image."), "{stale:?}");
+    assert!(stale.to_string().contains("but the case states \"Describe this image in detail.\""), "{stale}");
+    let stale = staleness(None, None, &[2, 10], "p", &inputs).unwrap();
+    assert_eq!(stale, Stale::InputIds { golden: vec![2, 10], case: vec![2, 10, 11] });
+    assert!(stale.to_string().contains("input ids [2, 10], but the case's prompt tokenizes to [2, 10, 11]"), "{stale}");
     assert_eq!(staleness(None, None, &[2, 10, 11], "p", &inputs), None);
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use crate::judge::golden::GenerationGolden;
-use crate::judge::verdict::{DivergenceKind, GenerationReport};
+use crate::judge::stream::{DivergenceKind, GenerationReport};
 
 thread_local! {
     static QUIET: Cell<bool> = const { Cell::new(false) };

@@ -1,12 +1,12 @@
-//! The words of the logits verdicts (`judge::verdict`) that L4, L5 and genai share: the prefill report and the
+//! The words of the logits verdicts (`judge::prefill`, `judge::stream`) that L4, L5 and genai share: the prefill report and the
 //! greedy stream's report, each with expected, got, where, the policy and the command that regenerates the golden.
 
 use std::fmt::{self, Write};
 
 use super::Context;
-use crate::judge::verdict::{
-    DivergenceKind, GenerationReason, GenerationReport, OverLimit, PrefillReason, PrefillReport, STATS, TokensThere,
-};
+use crate::judge::prefill::{PrefillReason, PrefillReport};
+use crate::judge::stream::{DivergenceKind, GenerationReason, GenerationReport, TokensThere};
+use crate::judge::verdict::{OverLimit, STATS, Stale};
 
 fn tok(ctx: &Context, id: i64) -> String {
     format!("{id} {:?}", ctx.tokenizer.token(id))
@@ -28,6 +28,20 @@ impl fmt::Display for OverLimit {
             "{} |diff| {:.3e} is {:.1}x the noise floor {:.3e} (limit {}x)",
             self.stat, self.diff, self.multiple, self.floor, self.limit
         )
+    }
+}
+
+impl fmt::Display for Stale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stale::Prompt { golden, case } => write!(f, "was made from prompt {golden:?}, but the case states {case:?}"),
+            Stale::InputHash { golden, case } => {
+                write!(f, "was made from other inputs (input_hash {golden}; the case's inputs hash to {case})")
+            }
+            Stale::InputIds { golden, case } => {
+                write!(f, "was made from input ids {golden:?}, but the case's prompt tokenizes to {case:?}")
+            }
+        }
     }
 }
 

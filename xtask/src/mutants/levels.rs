@@ -55,8 +55,9 @@ pub(super) mod tests {
 
     /// An L5 trial whose stream kept `matches` of 16 tokens.
     pub(in crate::mutants) fn stream(name: &str, matches: usize) -> Finished {
+        use mobius_conformance::judge::stream::GenerationReport;
         use mobius_conformance::judge::tolerance::{Logits, Tolerance};
-        use mobius_conformance::judge::verdict::{GenerationReport, Verdict};
+        use mobius_conformance::judge::verdict::Verdict;
         let r = GenerationReport {
             verdict: Verdict::Fail,
             reasons: vec![],

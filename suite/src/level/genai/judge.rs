@@ -7,8 +7,10 @@
 use std::path::PathBuf;
 
 use crate::judge::golden::{GenerationGolden, PrefillGolden};
+use crate::judge::prefill::{self, PrefillReport};
+use crate::judge::stream::{self, GenerationReport};
 use crate::judge::tolerance::Tolerance;
-use crate::judge::verdict::{self, GenerationReport, PrefillReport, Verdict};
+use crate::judge::verdict::Verdict;
 use crate::outcome::{Failure, FailureKind};
 use crate::vocab::Modality;
 
@@ -78,7 +80,7 @@ pub fn judge(
     let mut max_abs_diff = None;
     let prefill = match (goldens.prefill, prefill_logits) {
         (Some((golden, full, tol, file)), Some(logits)) => {
-            let r = verdict::judge_prefill(logits, golden, full, tol);
+            let r = prefill::judge_prefill(logits, golden, full, tol);
             max_abs_diff = r.comparison.as_ref().map(|c| c.max_abs).or(r.worst.map(|(_, w, g)| (g - w).abs()));
             if r.verdict == Verdict::Fail && failure.is_none() {
                 failure = Some(Failure::prefill(max_abs_diff));
@@ -90,7 +92,7 @@ pub fn judge(
     };
     let mut first_divergence = None;
     let generation = goldens.generation.map(|(golden, tol, file)| {
-        let r = verdict::judge_generation(tokens, golden, None, tol);
+        let r = stream::judge_generation(tokens, golden, None, tol);
         let first_step = r.first_divergence.as_ref().map(|d| d.index);
         if r.verdict == Verdict::Fail && failure.is_none() {
             failure = Some(Failure { first_step, ..Failure::of(FailureKind::Tokens) });

@@ -1,7 +1,7 @@
 //! L5's judgement: the verdict's report and the numbers and per-step series the reviewer's reports show of it.
 
 use crate::judge::golden::GenerationGolden;
-use crate::judge::verdict::{DivergenceKind, GenerationReport, StepLogits};
+use crate::judge::stream::{DivergenceKind, GenerationReport, StepLogits};
 use crate::outcome::Outcome;
 use mobius_numeric::Step;
 
@@ -96,8 +96,8 @@ pub fn numbers(r: &GenerationReport, golden: &GenerationGolden, steps: &[Step], 
 mod tests {
     use super::*;
     use crate::judge::golden::{Hex, StepTop};
+    use crate::judge::stream::judge_generation;
     use crate::judge::tolerance::Tolerance;
-    use crate::judge::verdict::judge_generation;
     use mobius_numeric::TopK;
 
     fn step(ids: &[i64], logits: &[f64]) -> StepTop {

@@ -11,8 +11,10 @@ use crate::error::Result;
 use crate::feed::generation_config::GenerationConfig;
 use crate::judge::finite::{self, ExpectedVocab};
 use crate::judge::golden::PrefillGolden;
+use crate::judge::prefill;
+use crate::judge::stream;
 use crate::judge::tolerance::{Logits, Tolerance};
-use crate::judge::verdict::{self, Verdict};
+use crate::judge::verdict::Verdict;
 use crate::level::trial::{Prepared, Trial};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::plan::case::Case;
@@ -115,12 +117,12 @@ fn run_generation(t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipelin
     } else {
         None
     };
-    let r = verdict::judge_generation(&got, &golden, forced.as_ref().map(|f| f.chosen()).as_deref(), tol);
+    let r = stream::judge_generation(&got, &golden, forced.as_ref().map(|f| f.chosen()).as_deref(), tol);
     let teacher: Vec<Vec<f32>> = forced.as_ref().unwrap_or(&free).steps.iter().map(|s| s.watched.clone()).collect();
-    let step_logits = verdict::judge_step_logits(&teacher, &golden, tol);
+    let step_logits = stream::judge_step_logits(&teacher, &golden, tol);
     let tokens_failed = r.verdict == Verdict::Fail;
     let r = match &step_logits {
-        Some(s) => verdict::with_step_logits(r, s),
+        Some(s) => stream::with_step_logits(r, s),
         None => r,
     };
     let steps = forced.as_ref().unwrap_or(&free);
@@ -174,7 +176,7 @@ fn suppression(t: &Trial, package: &Path) -> Result<Suppress> {
 fn l4_note(golden_path: &Path, logits: &[f32], tol: &Tolerance) -> Option<String> {
     let golden = PrefillGolden::load(golden_path).ok()?;
     let reference = golden.full_logits(golden_path).ok()?;
-    let r = verdict::judge_prefill(logits, &golden, reference.as_deref(), tol);
+    let r = prefill::judge_prefill(logits, &golden, reference.as_deref(), tol);
     let c = r.comparison?;
     Some(format!("L4 of this prefill: {} max |diff| {:.3e} at id {}, cosine {:.7}", r.verdict, c.max_abs, c.max_abs_at, c.cosine))
 }

@@ -1,7 +1,7 @@
 //! L4's judgement: the verdict's report and the numbers and series the reviewer's reports show of it.
 
+use crate::judge::prefill::PrefillReport;
 use crate::judge::profile::Profile;
-use crate::judge::verdict::PrefillReport;
 use crate::outcome::Outcome;
 
 /// The L4 judgement of an outcome, when it has one.

@@ -8,8 +8,9 @@ use self::judged::Judged;
 use super::{Kind, Separation};
 use crate::error::Result;
 use crate::judge::finite::{self, ExpectedVocab};
+use crate::judge::prefill;
 use crate::judge::tolerance::Logits;
-use crate::judge::verdict::{self, Verdict};
+use crate::judge::verdict::Verdict;
 use crate::level::trial::{Prepared, Trial};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::plan::case::Case;
@@ -93,9 +94,9 @@ fn run_prefill(t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) 
     if let Some(o) = t.unjudgeable(&place, expected.check(got.len()), non_finite, &p.golden_file, &p.package) {
         return Ok(o);
     }
-    let r = verdict::judge_prefill(&got, &golden, reference.as_deref(), tol);
-    let r = match verdict::judge_positions(&positions, &golden, tol) {
-        Some(p) => verdict::with_positions(r, p),
+    let r = prefill::judge_prefill(&got, &golden, reference.as_deref(), tol);
+    let r = match prefill::judge_positions(&positions, &golden, tol) {
+        Some(p) => prefill::with_positions(r, p),
         None => r,
     };
     let d = judged::numbers(&r, &got, reference.as_deref());
