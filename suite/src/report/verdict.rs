@@ -1,5 +1,6 @@
-//! The words of the logits verdicts (`judge::prefill`, `judge::stream`) that L4, L5 and genai share: the prefill report and the
-//! greedy stream's report, each with expected, got, where, the policy and the command that regenerates the golden.
+//! The words of the logits verdicts (`judge::prefill`, `judge::stream`) that L4, L5 and genai share: the prefill
+//! report and the greedy stream's report, each with expected, got, where, the policy and the command that regenerates
+//! the golden; and a stale golden's reason.
 
 use std::fmt::{self, Write};
 
