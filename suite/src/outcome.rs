@@ -36,24 +36,38 @@ impl Status {
     }
 }
 
+/// What the HTML report shows beside a verdict: numbers, each with its label, and plots or tables as inline SVG or
+/// HTML.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Shown {
+    pub numbers: Vec<(&'static str, String)>,
+    pub plots: Vec<String>,
+}
+
 /// What a judge decided, as data, behind the face the reports read. Each level's judgement type implements it in
 /// the level's render module: the reasons, numbers and plots are words and pictures of the level's own numbers, and
 /// `report/` gathers them without knowing any level. A face that needs a level's own numbers (`xtask mutants`) asks
-/// the level, which downcasts through [`Judgement::as_any`].
-pub trait Judgement: fmt::Debug + Send + Sync + 'static {
+/// the level, which downcasts it (`dyn Judgement::downcast`).
+pub trait Judgement: Any + fmt::Debug + Send + Sync {
     /// Why it failed (or what it warns about), in the order the report prints them as `- ` lines.
     fn reasons(&self) -> Vec<String>;
-    /// The numbers the HTML report lists beside the verdict, each with its label.
-    fn numbers(&self) -> Vec<(&'static str, String)>;
-    /// The plots and tables the HTML report draws for it, as inline SVG or HTML.
-    fn plots(&self) -> Vec<String>;
+    /// What the HTML report shows beside the verdict (none unless the level says).
+    fn shown(&self) -> Shown {
+        Shown::default()
+    }
     /// Its row in `summary.md`'s numbers: the table it belongs in and its cells between the trial's verdict and time.
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)>;
     /// The change in benchmark accuracy, in points (`summary.json`'s `accuracy_delta_points`): the gates'.
     fn accuracy_delta_points(&self) -> Option<f64> {
         None
     }
-    fn as_any(&self) -> &dyn Any;
+}
+
+impl dyn Judgement {
+    /// The level's own judgement, when it is a `T`.
+    pub fn downcast<T: Judgement>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref()
+    }
 }
 
 /// One of `summary.md`'s numbers tables: one per kind of trial, in `order`, each metric in its own column.

@@ -322,7 +322,7 @@ fn the_gate_passes_the_trained_fixture_and_fails_a_broken_copy() {
     let o = run(&broken.0, "arith/arith-tiny/default/f32/accuracy");
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("delta -") && o.message.contains("item(s) flipped") && o.message.contains("doc "), "{}", o.message);
-    let Some(a) = o.judgement.as_ref().and_then(|j| j.as_any().downcast_ref::<TextJudged>()).map(|j| &j.numbers) else {
+    let Some(a) = o.judgement.as_ref().and_then(|j| j.downcast::<TextJudged>()).map(|j| &j.numbers) else {
         panic!("no accuracy judgement: {o:?}")
     };
     assert!(a.delta_points < -1.0 && !a.flips.is_empty(), "more than a point: {}", o.message);

@@ -297,7 +297,7 @@ fn l4_names_the_prompt_position_where_a_late_bug_starts() {
     assert!(o.message.contains(&format!("positions: {} judged", prompt_len())), "{}", o.message);
     let f = o.failure.expect("a failed verdict states its failure");
     assert_eq!((f.kind.name(), f.first_position), ("logits", Some(30)));
-    let judged = o.judgement.as_ref().and_then(|j| j.as_any().downcast_ref::<mobius_conformance::level::prefill::judged::Judged>());
+    let judged = o.judgement.as_ref().and_then(|j| j.downcast::<mobius_conformance::level::prefill::judged::Judged>());
     let Some(d) = judged.map(|j| &j.numbers) else { panic!("an L4 judgement") };
     let profile = d.positions.as_ref().expect("a per-position profile");
     assert_eq!(profile.len, prompt_len());

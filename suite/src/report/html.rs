@@ -168,8 +168,9 @@ fn trial(s: &mut String, i: usize, t: &Finished) {
     let mut rows: Vec<(&str, String)> = vec![("time", format!("{:.2} s", t.seconds))];
     let mut plots = Vec::new();
     if let Some(j) = &o.judgement {
-        rows.extend(j.numbers());
-        plots = j.plots();
+        let shown = j.shown();
+        rows.extend(shown.numbers);
+        plots = shown.plots;
     }
     s.push_str("<table class=\"numbers\">");
     for (k, v) in rows {
@@ -202,7 +203,7 @@ pub fn incomplete(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{Judgement, NumbersTable, Outcome};
+    use crate::outcome::{Judgement, NumbersTable, Outcome, Shown};
 
     /// A judgement as a level would give it: the page shows its numbers, escaped, and its plots as they are.
     #[derive(Debug)]
@@ -212,17 +213,11 @@ mod tests {
         fn reasons(&self) -> Vec<String> {
             vec!["<real>".into()]
         }
-        fn numbers(&self) -> Vec<(&'static str, String)> {
-            vec![("steps", "4 <all>".into())]
-        }
-        fn plots(&self) -> Vec<String> {
-            vec!["<svg>drawn</svg>".into()]
+        fn shown(&self) -> Shown {
+            Shown { numbers: vec![("steps", "4 <all>".into())], plots: vec!["<svg>drawn</svg>".into()] }
         }
         fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
             None
-        }
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
         }
     }
 

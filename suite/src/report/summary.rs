@@ -246,17 +246,8 @@ mod tests {
         fn reasons(&self) -> Vec<String> {
             self.0.clone()
         }
-        fn numbers(&self) -> Vec<(&'static str, String)> {
-            Vec::new()
-        }
-        fn plots(&self) -> Vec<String> {
-            Vec::new()
-        }
         fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
             Some((&TABLE, "1/2 | 0.500".into()))
-        }
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
         }
     }
 

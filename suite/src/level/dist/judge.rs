@@ -122,7 +122,7 @@ impl DistReport {
 
 /// The dist judgement of an outcome, when it has one.
 pub fn of(o: &Outcome) -> Option<&DistReport> {
-    o.judgement.as_ref()?.as_any().downcast_ref::<DistReport>()
+    o.judgement.as_ref()?.downcast::<DistReport>()
 }
 
 /// Judges the measured positions against the floor for the trial's dtype (`floor_kld`: the floor's KL at each).

@@ -2,13 +2,12 @@
 //! mean the same thing, then the verdict against the golden's floor; the HTML report's numbers and its two plots
 //! (the KL's quantile function and its profile along the corpus).
 
-use std::any::Any;
 use std::fmt::{self, Write as _};
 
 use super::judge::{DistReason, DistReport, KldOver};
 use super::stats::{Estimate, MIN_PPL_POSITIONS, Spread, percentile};
 use crate::judge::profile::Profile;
-use crate::outcome::{Judgement, NumbersTable, Outcome};
+use crate::outcome::{Judgement, NumbersTable, Outcome, Shown};
 use crate::report::svg::{self, LineChart, Series};
 
 /// What a failing dist trial measured: its score and the statistics behind it.
@@ -29,20 +28,12 @@ impl Judgement for DistReport {
         self.reasons.iter().map(ToString::to_string).collect()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        numbers_and_plots(self).0
-    }
-
-    fn plots(&self) -> Vec<String> {
-        numbers_and_plots(self).1
+    fn shown(&self) -> Shown {
+        shown_of(self)
     }
 
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
         None
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -168,7 +159,7 @@ pub fn message(trial: &str, r: &DistReport, golden_file: &str, regenerate: &str)
     s
 }
 
-fn numbers_and_plots(d: &DistReport) -> (Vec<(&'static str, String)>, Vec<String>) {
+fn shown_of(d: &DistReport) -> Shown {
     let (mut rows, mut plots) = (Vec::new(), Vec::new());
     let st = &d.stats;
     rows.push(("mean KLD", format!("{:.4e} ± {:.2e} (limit {:.4e})", st.kld.value, st.kld.uncertainty, d.mean_limit)));
@@ -206,5 +197,5 @@ fn numbers_and_plots(d: &DistReport) -> (Vec<(&'static str, String)>, Vec<String
         thresholds: vec![],
         markers: vec![],
     }));
-    (rows, plots)
+    Shown { numbers: rows, plots }
 }

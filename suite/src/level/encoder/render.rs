@@ -1,11 +1,10 @@
 //! An encoder level's words and plots: the message (the features against the reference's, how far zeroing them
 //! moved the logits), the HTML report's numbers with the per-row |diff|, and its summary row.
 
-use std::any::Any;
 use std::fmt::{self, Write};
 
 use super::judge::{ComponentReason, ComponentReport, Judged, Numbers};
-use crate::outcome::{Judgement, NumbersTable, Outcome};
+use crate::outcome::{Judgement, NumbersTable, Outcome, Shown};
 use crate::report::svg::{self, LineChart, Series};
 use crate::report::verdict::over_limits;
 
@@ -22,21 +21,13 @@ impl Judgement for Judged {
         self.report.reasons.iter().map(ToString::to_string).collect()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        numbers_and_plots(&self.numbers).0
-    }
-
-    fn plots(&self) -> Vec<String> {
-        numbers_and_plots(&self.numbers).1
+    fn shown(&self) -> Shown {
+        shown_of(&self.numbers)
     }
 
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
         let d = &self.numbers;
         Some((&TABLE, format!("{:.2e} | {:.7} | {:.2e}", d.max_abs, d.cosine, d.moved)))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -100,7 +91,7 @@ impl fmt::Display for ComponentReason {
     }
 }
 
-fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) {
+fn shown_of(d: &Numbers) -> Shown {
     let (mut rows, mut plots) = (Vec::new(), Vec::new());
     rows.push(("max |feature diff|", format!("{:.3e}", d.max_abs)));
     rows.push(("cosine", format!("{:.7}", d.cosine)));
@@ -114,5 +105,5 @@ fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) 
         thresholds: vec![(d.atol, format!("atol {:.0e}", d.atol))],
         markers: vec![],
     }));
-    (rows, plots)
+    Shown { numbers: rows, plots }
 }

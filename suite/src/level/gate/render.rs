@@ -2,7 +2,6 @@
 //! test, what the task can detect, the items that changed with both margins or outputs, where the stop list cut),
 //! the HTML report's numbers, flipped items and thumbnails, and their summary rows.
 
-use std::any::Any;
 use std::fmt::{self, Write};
 
 use super::judged::{MAX_MEDIA_FLIPS, MediaJudged, MediaNumbers, TextJudged, TextNumbers, Thumbnail};
@@ -11,7 +10,7 @@ use crate::accuracy::lmms::{Direction, MediaTask};
 use crate::accuracy::media_gate::{MediaGateReason, MediaGateReport};
 use crate::accuracy::protocol::Protocol;
 use crate::accuracy::task::spec::Metric;
-use crate::outcome::{Judgement, NumbersTable, Outcome};
+use crate::outcome::{Judgement, NumbersTable, Outcome, Shown};
 use crate::report::html;
 use crate::report::markup::escape;
 use crate::report::summary::sci;
@@ -40,12 +39,8 @@ impl Judgement for TextJudged {
         Vec::new()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        accuracy_numbers_and_plots(&self.numbers).0
-    }
-
-    fn plots(&self) -> Vec<String> {
-        accuracy_numbers_and_plots(&self.numbers).1
+    fn shown(&self) -> Shown {
+        accuracy_shown(&self.numbers)
     }
 
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
@@ -67,10 +62,6 @@ impl Judgement for TextJudged {
     fn accuracy_delta_points(&self) -> Option<f64> {
         Some(self.numbers.delta_points)
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl Judgement for MediaJudged {
@@ -78,12 +69,8 @@ impl Judgement for MediaJudged {
         Vec::new()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        media_numbers_and_plots(&self.numbers).0
-    }
-
-    fn plots(&self) -> Vec<String> {
-        media_numbers_and_plots(&self.numbers).1
+    fn shown(&self) -> Shown {
+        media_shown(&self.numbers)
     }
 
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
@@ -108,10 +95,6 @@ impl Judgement for MediaJudged {
 
     fn accuracy_delta_points(&self) -> Option<f64> {
         Some(self.numbers.delta_points)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -417,7 +400,7 @@ fn thumbnail(t: &Thumbnail) -> String {
     }
 }
 
-fn media_numbers_and_plots(d: &MediaNumbers) -> (Vec<(&'static str, String)>, Vec<String>) {
+fn media_shown(d: &MediaNumbers) -> Shown {
     let (mut rows, mut plots) = (Vec::new(), Vec::new());
     let dir = if d.lower_is_better { "lower is better" } else { "higher is better" };
     rows.push(("metric", format!("{} ({dir})", d.metric)));
@@ -441,7 +424,7 @@ fn media_numbers_and_plots(d: &MediaNumbers) -> (Vec<(&'static str, String)>, Ve
         plots.push(t);
     }
     if d.flips.is_empty() {
-        return (rows, plots);
+        return Shown { numbers: rows, plots };
     }
     let mut t = String::from(
         "<table class=\"media-flips\"><tr><th>doc</th><th>medium</th><th>reference output</th><th>score</th><th>margin</th>\
@@ -465,10 +448,10 @@ fn media_numbers_and_plots(d: &MediaNumbers) -> (Vec<(&'static str, String)>, Ve
     }
     t.push_str("</table>");
     plots.push(t);
-    (rows, plots)
+    Shown { numbers: rows, plots }
 }
 
-fn accuracy_numbers_and_plots(d: &TextNumbers) -> (Vec<(&'static str, String)>, Vec<String>) {
+fn accuracy_shown(d: &TextNumbers) -> Shown {
     let (mut rows, mut plots) = (Vec::new(), Vec::new());
     rows.push(("metric", d.metric.to_string()));
     rows.push(("accuracy", format!("{:.2}% (reference {:.2}%)", 100.0 * d.got, 100.0 * d.reference)));
@@ -476,7 +459,7 @@ fn accuracy_numbers_and_plots(d: &TextNumbers) -> (Vec<(&'static str, String)>, 
     rows.push(("items flipped", format!("{} of {}", d.flips.len(), d.n)));
     rows.push(("max |log-likelihood diff|", html::sci(d.max_loglik_diff)));
     if d.flips.is_empty() {
-        return (rows, plots);
+        return Shown { numbers: rows, plots };
     }
     let items: Vec<(String, Option<f64>, Option<f64>)> =
         d.flips.iter().take(40).map(|f| (format!("doc {}", f.doc), f.reference_margin, f.got_margin)).collect();
@@ -505,7 +488,7 @@ fn accuracy_numbers_and_plots(d: &TextNumbers) -> (Vec<(&'static str, String)>, 
     }
     t.push_str("</table>");
     plots.push(t);
-    (rows, plots)
+    Shown { numbers: rows, plots }
 }
 
 #[cfg(test)]
@@ -546,7 +529,7 @@ mod tests {
             cuts: vec![(3, false, "\n\n".into(), 0.0, 1.0)],
             flips: vec![flip(1, Thumbnail::Image(b"\x89PNG....".to_vec())), flip(2, Thumbnail::Wave(vec![0.1, 0.5, 0.2]))],
         };
-        let (rows, plots) = media_numbers_and_plots(&d);
+        let Shown { numbers: rows, plots } = media_shown(&d);
         let html = plots.join("");
         assert!(html.contains("src=\"data:image/png;base64,iVBORy4uLi4=\""), "{html}");
         assert!(html.contains("aria-label=\"waveform\"") && html.contains("M1 1.0V39.0"), "{html}");

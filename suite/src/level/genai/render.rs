@@ -1,7 +1,6 @@
 //! The genai level's words: how genai was fed, then its prompt difference and the L4 and L5 reports it was judged
 //! by (their words are `report::verdict`'s), under one heading that says genai computed them; and its refusal.
 
-use std::any::Any;
 use std::fmt::Write;
 
 use super::judge::{Feed, GenaiReport, PromptDifference};
@@ -33,20 +32,8 @@ impl Judgement for GenaiReport {
         prompt.chain(prefill).chain(self.generation.iter().flat_map(|(r, _)| r.reasons.iter().map(ToString::to_string))).collect()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        Vec::new()
-    }
-
-    fn plots(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
         None
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

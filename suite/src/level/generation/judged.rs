@@ -7,7 +7,7 @@ use mobius_numeric::Step;
 
 /// The L5 judgement of an outcome, when it has one.
 pub fn of(o: &Outcome) -> Option<&Judged> {
-    o.judgement.as_ref()?.as_any().downcast_ref::<Judged>()
+    o.judgement.as_ref()?.downcast::<Judged>()
 }
 
 /// What L5 decided, as the reports read it.

@@ -1,10 +1,8 @@
 //! L5's words and plots: the stream's report (shared with genai, in `report::verdict`), the HTML report's numbers
 //! with the per-step margins and logit differences, the first divergence marked, and its summary row.
 
-use std::any::Any;
-
 use super::judged::{Judged, Numbers};
-use crate::outcome::{FailureKind, Judgement, NumbersTable, Outcome};
+use crate::outcome::{FailureKind, Judgement, NumbersTable, Outcome, Shown};
 use crate::report::svg::{self, LineChart, Series};
 
 /// What a failing L5 trial measured: the tokens kept, where they diverge, and where the step logits leave tolerance.
@@ -42,12 +40,8 @@ impl Judgement for Judged {
         self.report.reasons.iter().map(ToString::to_string).collect()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        numbers_and_plots(&self.numbers).0
-    }
-
-    fn plots(&self) -> Vec<String> {
-        numbers_and_plots(&self.numbers).1
+    fn shown(&self) -> Shown {
+        shown_of(&self.numbers)
     }
 
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
@@ -62,13 +56,9 @@ impl Judgement for Judged {
         );
         Some((&TABLE, cells))
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
-fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) {
+fn shown_of(d: &Numbers) -> Shown {
     let (mut rows, mut plots) = (Vec::new(), Vec::new());
     rows.push(("tokens matching", format!("{}/{} ({:.3})", d.matches, d.total, d.ratio)));
     rows.push((
@@ -77,7 +67,7 @@ fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) 
     ));
     rows.push(("steps compared", if d.teacher_forced { "teacher-forced re-run (every step)".into() } else { "free run".to_string() }));
     if d.steps.is_empty() {
-        return (rows, plots);
+        return Shown { numbers: rows, plots };
     }
     let markers: Vec<(f64, String)> = d.first_divergence.map(|i| (i as f64, format!("first divergence: step {i}"))).into_iter().collect();
     plots.push(svg::line_chart(&LineChart {
@@ -103,7 +93,7 @@ fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) 
             markers,
         }));
     }
-    (rows, plots)
+    Shown { numbers: rows, plots }
 }
 
 #[cfg(test)]
@@ -125,7 +115,7 @@ mod tests {
                 .map(|i| StepPoint { reference_margin: Some(1.0 + i as f64), package_margin: Some(1.0), max_abs: Some(1e-5), agree: i < 2 })
                 .collect(),
         };
-        let (rows, plots) = numbers_and_plots(&stream);
+        let Shown { numbers: rows, plots } = shown_of(&stream);
         let svg = plots.join("");
         assert_eq!(plots.len(), 2, "margins, and the per-step diffs");
         assert!(svg.contains("first divergence: step 2"), "{svg}");

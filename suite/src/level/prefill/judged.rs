@@ -6,7 +6,7 @@ use crate::outcome::Outcome;
 
 /// The L4 judgement of an outcome, when it has one.
 pub fn of(o: &Outcome) -> Option<&Judged> {
-    o.judgement.as_ref()?.as_any().downcast_ref::<Judged>()
+    o.judgement.as_ref()?.downcast::<Judged>()
 }
 
 /// What L4 decided, as the reports read it.

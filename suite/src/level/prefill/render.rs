@@ -1,10 +1,8 @@
 //! L4's words and plots: the prefill report's message (shared with genai, in `report::verdict`), the HTML
 //! report's numbers with the |diff| profile over the vocabulary and per prompt position, and its summary row.
 
-use std::any::Any;
-
 use super::judged::{Judged, Numbers};
-use crate::outcome::{Judgement, NumbersTable, Outcome};
+use crate::outcome::{Judgement, NumbersTable, Outcome, Shown};
 use crate::report::html;
 use crate::report::summary::{num, sci};
 use crate::report::svg::{self, LineChart, Series};
@@ -30,12 +28,8 @@ impl Judgement for Judged {
         self.report.reasons.iter().map(ToString::to_string).collect()
     }
 
-    fn numbers(&self) -> Vec<(&'static str, String)> {
-        numbers_and_plots(&self.numbers).0
-    }
-
-    fn plots(&self) -> Vec<String> {
-        numbers_and_plots(&self.numbers).1
+    fn shown(&self) -> Shown {
+        shown_of(&self.numbers)
     }
 
     fn summary_row(&self) -> Option<(&'static NumbersTable, String)> {
@@ -51,13 +45,9 @@ impl Judgement for Judged {
         );
         Some((&TABLE, cells))
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
-fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) {
+fn shown_of(d: &Numbers) -> Shown {
     let (mut rows, mut plots) = (Vec::new(), Vec::new());
     rows.push(("max |logit diff|", format!("{}{}", html::sci(d.max_abs), d.max_abs_at.map_or(String::new(), |i| format!(" at id {i}")))));
     rows.push(("cosine", d.cosine.map_or("–".into(), |c| format!("{c:.7}"))));
@@ -95,5 +85,5 @@ fn numbers_and_plots(d: &Numbers) -> (Vec<(&'static str, String)>, Vec<String>) 
             plots.push("<p class=\"hook\">Per-position profile: the golden stores the last position only (mobius' own goldens).</p>".into())
         }
     }
-    (rows, plots)
+    Shown { numbers: rows, plots }
 }
