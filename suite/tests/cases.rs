@@ -263,6 +263,18 @@ fn an_xfail_entry_that_names_no_trial_or_a_failure_its_level_never_gives_fails_i
         assert!(e.contains("cases/t/x.yaml") && e.contains("field `xfail[0]`") && e.contains("names no trial"), "{bad}: {e}");
         assert!(l4_broken, "{bad}: the trials it would have had fail too");
     }
+    // An entry names a trial of its case file, whichever of the file's cases plans it: with two prompts the second
+    // case (`x.p2`) has no distribution trial (the first runs it once), and its entry naming `dist` is still right.
+    let two = base.replace("level: L4+L5\n", "level: L4+L5\ninputs: { prompts: [one, two] }\ndistribution: { n_ctx: 256, k: 32 }\n");
+    common::write(
+        &s.0.join("cases/t/x.yaml"),
+        &format!("{two}xfail: {{ levels: [dist], reason: known, expect: {{ failure: distribution }} }}\n"),
+    );
+    let planned = trial::matrix::plan(&Suite::open(&s.0));
+    let broken: Vec<&str> = planned.iter().filter(|t| matches!(t.kind, TrialKind::Broken(_))).map(|t| t.name.as_str()).collect();
+    assert!(broken.is_empty(), "an entry naming the first case's dist trial breaks no case: {broken:?}");
+    assert!(planned.iter().any(|t| t.name == "x/text/cpu/f32/dist") && planned.iter().any(|t| t.name == "x.p2/text/cpu/f32/L4"));
+    assert!(!planned.iter().any(|t| t.name == "x.p2/text/cpu/f32/dist"), "the second prompt's case plans no dist trial");
     // The failure is one its levels give: L5 gives no `logits`, and only L4 states a prompt position.
     let (e, _) = plan(&entry("levels: [L4, L5]", logits));
     let e = e.expect("L5 gives no logits failure");

@@ -5,6 +5,7 @@
 //! (which levels `level:` may select, which failures an xfail entry's levels give, that each entry names a trial)
 //! are made here, where the levels are known; a case that fails one plans its trials failing, as a broken case.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::accuracy::resolve::{ResolvedTask, TaskKind};
@@ -14,7 +15,7 @@ use crate::level::{self, Kind};
 use crate::plan::case::Case;
 use crate::plan::corpus;
 use crate::plan::suite::{BrokenCase, Suite, TrialKind, TrialSpec};
-use crate::vocab::{Modality, TrialId};
+use crate::vocab::{Dtype, Ep, Level, Modality, TrialId};
 
 /// All trials, sorted by name. Names start with the case's name, or `<task folder>/<case>` where two cases in
 /// different task folders share a name.
@@ -27,17 +28,28 @@ pub fn plan(suite: &Suite) -> Vec<TrialSpec> {
     };
     let subjects: Vec<(String, String)> = loaded.iter().map(subject).collect();
     let prefixes = corpus::trial_prefixes(subjects.iter().map(|(d, n)| (d.as_str(), n.as_str())));
-    for c in loaded {
+    // Every loaded case's trials first: an xfail entry names a trial of its case file, whichever of the file's cases
+    // plans it (a later prompt's case has no gate or distribution trial; the file's first case runs them once).
+    let planned: Vec<Option<Vec<TrialSpec>>> =
+        loaded.iter().map(|c| c.as_ref().ok().map(|case| matrix(suite, case, &prefixes[&subject(c)]))).collect();
+    let mut of_file: BTreeMap<String, Vec<Target>> = BTreeMap::new();
+    for (c, trials) in loaded.iter().zip(&planned) {
+        if let (Ok(case), Some(trials)) = (c, trials) {
+            of_file.entry(case.file.clone()).or_default().extend(trials.iter().filter_map(target));
+        }
+    }
+    for (c, trials) in loaded.into_iter().zip(planned) {
         let prefix = &prefixes[&subject(&c)];
-        let broken = match c {
-            Ok(case) => match case_trials(suite, &case, prefix) {
-                Ok(trials) => {
+        let broken = match (c, trials) {
+            (Ok(case), Some(trials)) => match check_selected(&case).and_then(|()| check_xfail(&case, &of_file[&case.file])) {
+                Ok(()) => {
                     out.extend(trials);
                     continue;
                 }
                 Err(error) => BrokenCase { name: case.name.clone(), file: case.file.clone(), error, guess: Some(case) },
             },
-            Err(b) => b,
+            (Ok(_), None) => unreachable!("every loaded case is planned above"),
+            (Err(b), _) => b,
         };
         // The trials it would have had fail too, so a filter aimed at them still finds the failure.
         let expected = broken.guess.as_ref().map_or_else(Vec::new, |g| matrix(suite, g, prefix).into_iter().map(|t| t.id).collect());
@@ -50,12 +62,16 @@ pub fn plan(suite: &Suite) -> Vec<TrialSpec> {
     collisions(out)
 }
 
-/// The trials of a case that loads, or why its fields do not fit its levels.
-fn case_trials(suite: &Suite, case: &Arc<Case>, prefix: &str) -> Result<Vec<TrialSpec>, Error> {
-    check_selected(case)?;
-    let trials = matrix(suite, case, prefix);
-    check_xfail(case, &trials)?;
-    Ok(trials)
+/// What an xfail entry can name of a trial: its modality (text for a gate's, which runs its task as text), ep,
+/// dtype and level.
+type Target = (Modality, Ep, Dtype, Level);
+
+fn target(t: &TrialSpec) -> Option<Target> {
+    match &t.kind {
+        TrialKind::Conformance { modality, variant, level, .. } => Some((*modality, variant.ep, variant.dtype, *level)),
+        TrialKind::Accuracy { variant, level, .. } => Some((Modality::Text, variant.ep, variant.dtype, *level)),
+        TrialKind::Broken(_) => None,
+    }
 }
 
 /// Every trial the levels plan for `case`: its accuracy tasks' gate trials, then each modality's trials.
@@ -103,9 +119,9 @@ fn check_selected(case: &Case) -> Result<(), Error> {
 }
 
 /// Every xfail entry expects a failure its levels give, states a prompt position only where they have one, and
-/// names at least one trial the case plans: an entry that names none (a dtype the matrix lacks, a level no modality
-/// has) would expect nothing, silently.
-fn check_xfail(case: &Case, trials: &[TrialSpec]) -> Result<(), Error> {
+/// names at least one of `targets`, the trials its case file plans: an entry that names none (a dtype the matrix
+/// lacks, a level no modality has) would expect nothing, silently.
+fn check_xfail(case: &Case, targets: &[Target]) -> Result<(), Error> {
     let entries = &case.spec.xfail;
     for (i, x) in entries.iter().enumerate() {
         let at = crate::judge::xfail::field(entries.len(), i);
@@ -128,13 +144,7 @@ fn check_xfail(case: &Case, trials: &[TrialSpec]) -> Result<(), Error> {
                 )));
             }
         }
-        // An accuracy trial runs its task as text, whatever the case's modalities.
-        let hit = trials.iter().any(|t| match &t.kind {
-            TrialKind::Conformance { modality, variant, level, .. } => x.applies(*modality, variant.ep, variant.dtype, *level),
-            TrialKind::Accuracy { variant, level, .. } => x.applies(Modality::Text, variant.ep, variant.dtype, *level),
-            TrialKind::Broken(_) => false,
-        });
-        if !hit {
+        if !targets.iter().any(|&(modality, ep, dtype, level)| x.applies(modality, ep, dtype, level)) {
             let list = |v: Vec<String>| if v.is_empty() { "any".to_string() } else { v.join(", ") };
             return Err(Error::new(format!(
                 "{}: field `xfail[{i}]` names no trial of this case (levels {}, eps {}, dtypes {}, modalities {}): an \
