@@ -3,24 +3,39 @@
 use std::fmt;
 
 /// Bad input or a broken set-up, never a measured failure of the package: those are judgements (NaN logits
-/// included, see `judge::finite`). One exception is marked as such: ONNX Runtime refusing to load a model file
-/// that is there (an invalid graph), which is the package's failure and which an xfail may expect as `refused`.
+/// included, see `judge::finite`). Two exceptions are marked as such: ONNX Runtime refusing to load a model file
+/// that is there (an invalid graph), which is the package's failure and which an xfail may expect as `refused`; and
+/// a device that does not start (CUDA's provider will not register, or will not run a one-node model either),
+/// which is the machine's, never the package's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     message: String,
-    refused: bool,
+    cause: Cause,
+}
+
+/// Whose failure an error is, where it is not the set-up's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    SetUp,
+    Refused,
+    Device,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn new(message: impl Into<String>) -> Self {
-        Error { message: message.into(), refused: false }
+        Error { message: message.into(), cause: Cause::SetUp }
     }
 
     /// ONNX Runtime refused to load a model file of the package (it is there, and its graph is invalid).
     pub fn refused(message: impl Into<String>) -> Self {
-        Error { message: message.into(), refused: true }
+        Error { message: message.into(), cause: Cause::Refused }
+    }
+
+    /// The device did not start: its execution provider will not register, or will not run a one-node model.
+    pub fn device(message: impl Into<String>) -> Self {
+        Error { message: message.into(), cause: Cause::Device }
     }
 
     pub fn message(&self) -> &str {
@@ -29,7 +44,12 @@ impl Error {
 
     /// Whether the package's runtime refused to load it ([`Error::refused`]).
     pub fn is_refusal(&self) -> bool {
-        self.refused
+        self.cause == Cause::Refused
+    }
+
+    /// Whether the device did not start ([`Error::device`]).
+    pub fn is_device(&self) -> bool {
+        self.cause == Cause::Device
     }
 
     /// Prefixes the message with where it happened (`cases/x.yaml: ...`).

@@ -135,9 +135,15 @@ impl Outcome {
 
     /// A trial that ended in `error`: bad input or a broken set-up, a failure no xfail entry can expect; except ONNX
     /// Runtime's refusal to load the package, the package's failure, which an entry may expect (`refused`, by its
-    /// message).
+    /// message), and a device that did not start (`device`, which no entry may expect).
     pub fn from_error(trial: &str, error: &Error) -> Outcome {
-        let failure = error.is_refusal().then(|| Box::new(Failure::refused(error.message().to_string())));
+        let failure = if error.is_refusal() {
+            Some(Box::new(Failure::refused(error.message().to_string())))
+        } else if error.is_device() {
+            Some(Box::new(Failure::device(error.message().to_string())))
+        } else {
+            None
+        };
         Outcome { failure, ..Outcome::fail(format!("{trial}: {error}")) }
     }
 
@@ -205,6 +211,9 @@ pub enum FailureKind {
     Refused,
     /// The distribution level: the next-token distributions' KL divergence from the fp32 reference over its limit.
     Distribution,
+    /// The device did not start (CUDA's provider, a device id, cuDNN): the machine's failure, never the package's,
+    /// so no level lists it and no xfail entry absorbs it.
+    Device,
 }
 
 impl FailureKind {
@@ -219,6 +228,7 @@ impl FailureKind {
             FailureKind::VocabSize => "vocab_size",
             FailureKind::Refused => "refused",
             FailureKind::Distribution => "distribution",
+            FailureKind::Device => "device",
         }
     }
 
@@ -233,6 +243,7 @@ impl FailureKind {
             FailureKind::VocabSize,
             FailureKind::Refused,
             FailureKind::Distribution,
+            FailureKind::Device,
         ]
         .into_iter()
         .find(|k| k.name() == s)
@@ -250,6 +261,7 @@ impl FailureKind {
             FailureKind::VocabSize => "the logits' vocabulary is not the golden's",
             FailureKind::Refused => "the runtime refused the package",
             FailureKind::Distribution => "next-token distributions too far from the fp32 reference's",
+            FailureKind::Device => "the device did not start",
         }
     }
 }
@@ -265,7 +277,7 @@ impl<'de> Deserialize<'de> for FailureKind {
         let s = String::deserialize(d)?;
         FailureKind::parse(&s).ok_or_else(|| {
             de::Error::custom(format!(
-                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution"
+                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution, device"
             ))
         })
     }
@@ -282,7 +294,7 @@ pub struct Failure {
     pub first_step: Option<usize>,
     /// L4: the first prompt position whose logits leave tolerance (goldens that store every position).
     pub first_position: Option<usize>,
-    /// `refused`: the runtime's own error (onnxruntime-genai's or ONNX Runtime's), as it gave it.
+    /// `refused` and `device`: the runtime's own error (onnxruntime-genai's or ONNX Runtime's), as it gave it.
     pub refusal: Option<String>,
 }
 
@@ -295,6 +307,11 @@ impl Failure {
     /// The runtime's refusal of the package, with its error.
     pub fn refused(error: String) -> Failure {
         Failure { refusal: Some(error), ..Failure::of(FailureKind::Refused) }
+    }
+
+    /// The device that did not start, with ONNX Runtime's error.
+    pub fn device(error: String) -> Failure {
+        Failure { refusal: Some(error), ..Failure::of(FailureKind::Device) }
     }
 
     /// A prefill-logits failure measured as `max_abs_diff`: `non_finite` when that is NaN or infinite (the package

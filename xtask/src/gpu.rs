@@ -1,12 +1,17 @@
 //! `cargo xtask gpu-check`: what a machine with an NVIDIA GPU runs, in one go and one summary: every trial with
 //! `MOBIUS_TEST_DEVICE=cuda` semantics (the `default` and `cuda` builds on the CUDA execution provider, strict, TF32
 //! off; `cpu` builds stay on the CPU), then the CUDA part of the benchmark (the suite's decode loop and prefill on
-//! CUDA against the same on the CPU). Exit status: non-zero when any trial fails or CUDA cannot start.
+//! CUDA against the same on the CPU). Exit status: non-zero when any trial fails or is skipped, when CUDA's greedy
+//! tokens are not the CPU's, or when a bench loop cannot run (CUDA cannot start); the list says which. The levels
+//! that do not run on CUDA (`level::Kind::runs_on_cuda`: onnxruntime-genai's, while the suite pins genai's CPU
+//! build) are not planned, and the summary says how many.
 
+use std::fmt;
 use std::time::Instant;
 
 use mobius_conformance::context::RunContext;
-use mobius_conformance::outcome::Status;
+use mobius_conformance::level;
+use mobius_conformance::outcome::{Finished, Status};
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::plan::suite::Suite;
 use mobius_conformance::run::runtime::Provider;
@@ -24,7 +29,8 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
     let Device::Cuda { id } = device else { return Err("gpu-check runs on CUDA; --device cpu makes no sense here".into()) };
     let started = Instant::now();
     let suite = Suite::open(&workspace_root());
-    let plan = mobius_conformance::trial::matrix::plan(&suite);
+    let (plan, not_on_cuda): (Vec<_>, Vec<_>) =
+        mobius_conformance::trial::matrix::plan(&suite).into_iter().partition(|t| t.id.level().is_none_or(|l| level::of(l).runs_on_cuda()));
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
     let rows =
         trial::run_parallel(&suite, &plan, &RunContext { device, ..RunContext::from_env().map_err(|e| e.to_string())? }, threads, |f| {
@@ -33,10 +39,10 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
             }
         });
     let trials_s = started.elapsed().as_secs_f64();
-    let failed: Vec<&str> = rows.iter().filter(|r| r.outcome.is_fail()).map(|r| r.name.as_str()).collect();
 
-    // The CUDA part of the benchmark: the same loops on both providers, so the ratio says what CUDA buys here.
-    let mut lines = Vec::new();
+    // The CUDA part of the benchmark: the same loops on both providers, so the ratio says what CUDA buys here, and
+    // the same greedy tokens, so a device bug the trials' goldens miss still fails the check.
+    let (mut lines, mut checks, mut errors) = (Vec::new(), Vec::new(), Vec::new());
     let prompt = prompt_ids()?;
     for m in ["qwen3-tiny", "gemma4-tiny"] {
         let pkg = package(m, "default");
@@ -44,34 +50,164 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
         let cpu = suite_decode(&pkg, &prompt, 128, 5, Provider::Cpu);
         match (cuda, cpu) {
             (Ok(g), Ok(c)) => {
-                let same = g.ids == c.ids;
+                let check = TokenCheck { model: m.to_string(), cuda: g.ids, cpu: c.ids };
                 let (g, c) = (Stats::of(g.rates), Stats::of(c.rates));
                 lines.push(format!(
-                    "decode {m} default f32: CUDA {:.0} tok/s, CPU {:.0} tok/s ({:.2}x); same 128 tokens: {}",
+                    "decode {m} default f32: CUDA {:.0} tok/s, CPU {:.0} tok/s ({:.2}x); same {} tokens: {}",
                     g.median,
                     c.median,
                     g.median / c.median,
-                    same
-                ))
+                    check.cpu.len(),
+                    check.first_difference().is_none()
+                ));
+                checks.push(check);
             }
-            (Err(e), _) | (_, Err(e)) => lines.push(format!("decode {m}: ERROR {e}")),
+            (Err(e), _) | (_, Err(e)) => errors.push((format!("decode {m}"), e)),
         }
         let ids = synthetic(256, 512, 2);
         match (suite_prefill(&pkg, &ids, 5, Provider::Cuda { id }), suite_prefill(&pkg, &ids, 5, Provider::Cpu)) {
             (Ok(g), Ok(c)) => {
                 lines.push(format!("prefill {m} default f32, 256 tokens: CUDA {:.3} ms, CPU {:.3} ms", g.median * 1e3, c.median * 1e3))
             }
-            (Err(e), _) | (_, Err(e)) => lines.push(format!("prefill {m}: ERROR {e}")),
+            (Err(e), _) | (_, Err(e)) => errors.push((format!("prefill {m}"), e)),
         }
     }
     println!("gpu-check on {device}: {} trials in {trials_s:.1}s", rows.len());
     println!("  {}", mobius_conformance::report::summary::tally(&rows));
-    for f in &failed {
-        println!("  FAILED {f}");
+    if !not_on_cuda.is_empty() {
+        println!("  not planned: {} trials of levels that do not run on CUDA (onnxruntime-genai's)", not_on_cuda.len());
     }
     for l in &lines {
         println!("  {l}");
     }
     println!("  peak resident memory {:.0} MB; total {:.1}s", peak_rss_mb(), started.elapsed().as_secs_f64());
-    if failed.is_empty() && !lines.iter().any(|l| l.contains("ERROR")) { Ok(()) } else { Err(format!("{} trial(s) failed", failed.len())) }
+    verdict(&problems(&rows, &checks, errors))
+}
+
+/// The bench's token check on one model: CUDA's greedy tokens and the CPU's, from the same prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenCheck {
+    pub model: String,
+    pub cuda: Vec<i64>,
+    pub cpu: Vec<i64>,
+}
+
+impl TokenCheck {
+    /// The first step where the two streams differ (a missing token counts), if any.
+    fn first_difference(&self) -> Option<usize> {
+        (0..self.cuda.len().max(self.cpu.len())).find(|&i| self.cuda.get(i) != self.cpu.get(i))
+    }
+}
+
+/// What makes gpu-check fail.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// A trial failed on the device.
+    Failed { trial: String },
+    /// A trial it planned was skipped: gpu-check plans only trials that run on CUDA, so a skip is a trial it would
+    /// claim to have run and did not (a package or golden missing on the runner, a level that could not start).
+    Skipped { trial: String, why: String },
+    /// CUDA's greedy tokens are not the CPU's.
+    TokensDiffer { model: String, step: usize, cuda: Option<i64>, cpu: Option<i64> },
+    /// A bench loop could not run (CUDA did not start, the package did not load).
+    Bench { what: String, error: String },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Failed { trial } => write!(f, "FAILED {trial}"),
+            Problem::Skipped { trial, why } => write!(f, "SKIPPED {trial}: {why}"),
+            Problem::TokensDiffer { model, step, cuda, cpu } => {
+                write!(f, "TOKENS DIFFER decode {model}: at step {step} CUDA chose {cuda:?}, the CPU {cpu:?}")
+            }
+            Problem::Bench { what, error } => write!(f, "ERROR {what}: {error}"),
+        }
+    }
+}
+
+/// Every problem of a gpu-check run: its failed and skipped trials, its token checks that differ and its bench
+/// loops that could not run.
+pub fn problems(rows: &[Finished], checks: &[TokenCheck], errors: Vec<(String, String)>) -> Vec<Problem> {
+    let trials = rows.iter().filter_map(|r| match r.outcome.status {
+        Status::Fail => Some(Problem::Failed { trial: r.name.clone() }),
+        Status::Skip => Some(Problem::Skipped { trial: r.name.clone(), why: r.outcome.message.clone() }),
+        _ => None,
+    });
+    let tokens = checks.iter().filter_map(|c| {
+        let step = c.first_difference()?;
+        Some(Problem::TokensDiffer { model: c.model.clone(), step, cuda: c.cuda.get(step).copied(), cpu: c.cpu.get(step).copied() })
+    });
+    let bench = errors.into_iter().map(|(what, error)| Problem::Bench { what, error });
+    trials.chain(tokens).chain(bench).collect()
+}
+
+/// gpu-check's exit: success with no problem, else the list.
+fn verdict(problems: &[Problem]) -> Result<(), String> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = problems.iter().map(|p| format!("  {p}")).collect();
+    Err(format!("gpu-check found {} problem(s):\n{}", problems.len(), list.join("\n")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mobius_conformance::outcome::Outcome;
+
+    fn row(name: &str, outcome: Outcome) -> Finished {
+        Finished { name: name.to_string(), outcome, seconds: 0.1 }
+    }
+
+    fn same(model: &str) -> TokenCheck {
+        TokenCheck { model: model.to_string(), cuda: vec![5, 6, 7], cpu: vec![5, 6, 7] }
+    }
+
+    #[test]
+    fn a_clean_run_passes() {
+        let rows = [row("qwen3-tiny/text/default/f32/L4", Outcome::new(Status::Pass, ""))];
+        assert_eq!(problems(&rows, &[same("qwen3-tiny")], vec![]), vec![]);
+        assert_eq!(verdict(&[]), Ok(()));
+    }
+
+    #[test]
+    fn a_token_mismatch_fails_naming_the_step() {
+        let rows = [row("qwen3-tiny/text/default/f32/L4", Outcome::new(Status::Pass, ""))];
+        let differ = TokenCheck { model: "gemma4-tiny".into(), cuda: vec![5, 6, 9], cpu: vec![5, 6, 7] };
+        let p = problems(&rows, &[same("qwen3-tiny"), differ], vec![]);
+        assert_eq!(p, vec![Problem::TokensDiffer { model: "gemma4-tiny".into(), step: 2, cuda: Some(9), cpu: Some(7) }]);
+        let e = verdict(&p).unwrap_err();
+        assert!(e.contains("TOKENS DIFFER decode gemma4-tiny: at step 2 CUDA chose Some(9), the CPU Some(7)"), "{e}");
+        // A stream cut short differs where it ends.
+        let short = TokenCheck { model: "m".into(), cuda: vec![5, 6], cpu: vec![5, 6, 7] };
+        assert_eq!(short.first_difference(), Some(2));
+    }
+
+    #[test]
+    fn a_skipped_trial_fails_with_its_reason() {
+        let rows = [
+            row("qwen3-tiny/text/default/f32/L4", Outcome::new(Status::Pass, "")),
+            row("qwen3-tiny/text/default/f32/L5", Outcome::skip("the package is not built")),
+        ];
+        let p = problems(&rows, &[same("qwen3-tiny")], vec![]);
+        assert_eq!(p, vec![Problem::Skipped { trial: "qwen3-tiny/text/default/f32/L5".into(), why: "the package is not built".into() }]);
+        assert!(verdict(&p).unwrap_err().contains("SKIPPED qwen3-tiny/text/default/f32/L5: the package is not built"));
+    }
+
+    #[test]
+    fn failed_trials_and_bench_errors_fail() {
+        let rows = [row("qwen3-tiny/text/default/f16/L4", Outcome::fail("logits differ"))];
+        let p = problems(&rows, &[], vec![("decode qwen3-tiny".into(), "CUDA did not start".into())]);
+        assert_eq!(p.len(), 2, "{p:?}");
+        let e = verdict(&p).unwrap_err();
+        assert!(e.contains("FAILED qwen3-tiny/text/default/f16/L4") && e.contains("ERROR decode qwen3-tiny: CUDA did not start"), "{e}");
+    }
+
+    #[test]
+    fn the_levels_through_onnxruntime_genai_are_not_planned_on_cuda_and_the_rest_are() {
+        use mobius_conformance::vocab::Level;
+        let off: Vec<Level> = level::ALL.iter().filter(|k| !k.runs_on_cuda()).map(|k| k.level()).collect();
+        assert_eq!(off, [Level::Genai, Level::AccuracyGenai]);
+    }
 }

@@ -129,26 +129,95 @@ pub(super) fn ort_err(what: impl fmt::Display) -> impl Fn(ort::Error) -> Error {
 }
 
 /// A new session of `model` on `provider`, with the process's settings. A file ONNX Runtime will not load is the
-/// package's refusal ([`Error::refused`]); anything before that (no such file, a provider that will not register)
-/// is the set-up's error.
+/// package's refusal ([`Error::refused`]), unless on CUDA the device will not run a one-node model either: then,
+/// as when CUDA's provider will not register, the device did not start ([`Error::device`]). Anything else before
+/// the load (no such file) is the set-up's error.
 pub(super) fn create_session(model: &Path, provider: Provider) -> Result<Session> {
-    let env = &runtime()?.env;
     let fail = |what: &str, e: &dyn fmt::Display| Error::new(format!("{}: {what}: {e}", model.display()));
-    let mut b = Session::builder(env).map_err(|e| fail("session options", &e))?;
-    b = b.with_intra_threads(settings().intra_threads).map_err(|e| fail("intra-op threads", &e))?;
-    b = b.with_inter_threads(1).map_err(|e| fail("inter-op threads", &e))?;
+    let mut b = builder().map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
     if let Provider::Cuda { id } = provider {
-        // Strict: a CUDA trial must never fall back to the CPU quietly. TF32 stays off: it is not float32.
-        let cuda = ep::CUDA::default().with_device_id(id).with_tf32(false).build().error_on_failure();
-        b = b.with_execution_providers([cuda]).map_err(|e| fail("registering the CUDA execution provider", &e))?;
+        b = b
+            .with_execution_providers([cuda(id)])
+            .map_err(|e| Error::device(fail("registering the CUDA execution provider", &e).message()))?;
     }
     if !model.is_file() {
         bail!("{}: no such model file", model.display());
     }
-    // The file is there: a refusal now is the package's (an invalid graph), not the set-up's.
+    // The file is there: a refusal now is the package's (an invalid graph), not the set-up's, if the device starts.
     let session = timing::timed_load(|| b.commit_from_file(model));
-    session.map_err(|e| Error::refused(fail("loading the model", &e).message()))
+    session.map_err(|e| {
+        let e = fail("loading the model", &e);
+        match provider {
+            Provider::Cuda { id } => match device_starts(id) {
+                Err(why) => Error::device(format!("{e}; CUDA device {id} does not run a one-node model either: {why}")),
+                Ok(()) => Error::refused(e.message()),
+            },
+            Provider::Cpu => Error::refused(e.message()),
+        }
+    })
 }
+
+/// A session builder with the process's settings; on failure, what was being set and ONNX Runtime's error.
+fn builder() -> std::result::Result<ort::session::builder::SessionBuilder, String> {
+    let env = &runtime().map_err(|e| e.to_string())?.env;
+    let b = Session::builder(env).map_err(|e| format!("session options: {e}"))?;
+    let b = b.with_intra_threads(settings().intra_threads).map_err(|e| format!("intra-op threads: {e}"))?;
+    b.with_inter_threads(1).map_err(|e| format!("inter-op threads: {e}"))
+}
+
+/// CUDA's execution provider on device `id`. Strict: a CUDA trial never falls back to the CPU quietly. TF32 stays
+/// off: it is not float32.
+fn cuda(id: i32) -> ort::ep::ExecutionProviderDispatch {
+    ep::CUDA::default().with_device_id(id).with_tf32(false).build().error_on_failure()
+}
+
+/// Whether CUDA device `id` starts: a session of a one-node model ([`PROBE`]) made and run on it, once per process
+/// and device; else ONNX Runtime's error.
+fn device_starts(id: i32) -> std::result::Result<(), String> {
+    static STARTS: std::sync::Mutex<Vec<(i32, std::result::Result<(), String>)>> = std::sync::Mutex::new(Vec::new());
+    let mut known = STARTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, r)) = known.iter().find(|(d, _)| *d == id) {
+        return r.clone();
+    }
+    let r = probe(Provider::Cuda { id });
+    known.push((id, r.clone()));
+    r
+}
+
+/// Makes and runs a session of [`PROBE`] on `provider`.
+pub fn probe(provider: Provider) -> std::result::Result<(), String> {
+    let mut b = builder()?;
+    if let Provider::Cuda { id } = provider {
+        b = b.with_execution_providers([cuda(id)]).map_err(|e| format!("registering the CUDA execution provider: {e}"))?;
+    }
+    let mut session = b.commit_from_memory(&PROBE).map_err(|e| format!("loading a one-node model: {e}"))?;
+    let x = ort::value::Tensor::<f32>::from_array(([1usize], vec![1.0f32])).map_err(|e| e.to_string())?;
+    let out = session.run(ort::inputs!["x" => x]).map_err(|e| format!("running a one-node model: {e}"))?;
+    let (_, y) = out["y"].try_extract_tensor::<f32>().map_err(|e| e.to_string())?;
+    if y != [1.0] {
+        return Err(format!("a one-node model's Identity returned {y:?} for [1.0]"));
+    }
+    Ok(())
+}
+
+/// The smallest model a device can run: `y = Identity(x)`, x and y float32 [1], opset 13; onnx.proto's ModelProto
+/// written out field by field (tag, then length or value).
+#[rustfmt::skip]
+pub const PROBE: [u8; 60] = [
+    0x08, 8, // ir_version: 8
+    0x3a, 52, // graph:
+        0x0a, 16, // node:
+            0x0a, 1, b'x', // input: "x"
+            0x12, 1, b'y', // output: "y"
+            0x22, 8, b'I', b'd', b'e', b'n', b't', b'i', b't', b'y', // op_type: "Identity"
+        0x5a, 15, // input:
+            0x0a, 1, b'x', // name: "x"
+            0x12, 10, 0x0a, 8, 0x08, 1, 0x12, 4, 0x0a, 2, 0x08, 1, // type: float32, shape [1]
+        0x62, 15, // output:
+            0x0a, 1, b'y', // name: "y"
+            0x12, 10, 0x0a, 8, 0x08, 1, 0x12, 4, 0x0a, 2, 0x08, 1, // type: float32, shape [1]
+    0x42, 2, 0x10, 13, // opset_import: { version: 13 }
+];
 
 /// Why ONNX Runtime's CPU EP cannot run a half-precision build, when that is why its session could not be made:
 /// a node without a kernel ("Could not find an implementation for MatMul(13) node with name '...'"), or, for

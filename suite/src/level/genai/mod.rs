@@ -24,6 +24,10 @@ impl Kind for Genai {
         Level::Genai
     }
 
+    fn runs_on_cuda(&self) -> bool {
+        false
+    }
+
     /// Every modality of every case: a package is right only if its own runtime runs it right.
     fn planned(&self, _: &Case, _: Modality) -> bool {
         true

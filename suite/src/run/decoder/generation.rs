@@ -17,10 +17,11 @@ use crate::run::timing::timed;
 /// memory on CUDA), and only the logits copied to the host. With a share-buffer graph the cache is one buffer per
 /// layer of the run's full length, bound once as both `past_*` and `present_*`; otherwise each step's `present_*`
 /// values are bound as the next step's `past_*`, without leaving the device. One-token steps
-/// ([`Decoder::advance_token`]) write their token and position into tensors bound once and read the logits from
-/// one preallocated host tensor: a decode step allocates no buffer but its `attention_mask`.
+/// ([`Decoder::advance_token`]) write their token and position into two preallocated tensors, bound again every
+/// step (see [`HostInputs`]), and read the logits from one preallocated host tensor: a decode step allocates no
+/// buffer but its `attention_mask`.
 pub struct Generation {
-    binding: IoBinding,
+    bind: Binder,
     /// Growing cache: the previous step's present values (empty before the first step).
     values: Vec<(DynValue, DynValue)>,
     /// Share-buffer cache: the buffers, kept alive while bound.
@@ -29,8 +30,8 @@ pub struct Generation {
     _context: Option<DynValue>,
     /// The one-token step's bound tensors, made on the first one-token step.
     one: Option<OneToken>,
-    /// Whether `one` is what the binding holds now (a multi-token step rebinds its own inputs and logits).
-    one_bound: bool,
+    /// Whether the binding's logits are `one`'s (a multi-token step binds its own).
+    logits_bound: bool,
     /// The last position's logits as f32, rewritten by every step.
     logits: Vec<f32>,
     capacity: usize,
@@ -39,12 +40,53 @@ pub struct Generation {
     host_memory: MemoryInfo<'static>,
 }
 
-/// `input_ids` and `position_ids` [1, 1], rewritten in place, and the logits [1, 1, vocab] on the host.
+/// `input_ids` and `position_ids` [1, 1], written and bound again every step, and the logits [1, 1, vocab] on the
+/// host.
 struct OneToken {
     ids: Tensor<i64>,
     position: Option<Tensor<i64>>,
     /// `None` when the graph does not declare its vocabulary size (the logits are then bound to the host device).
     logits: Option<DynValue>,
+}
+
+/// How the session sees a host tensor bound as an input. ONNX Runtime's IoBinding copies a host input to the device
+/// that consumes it when it is bound (`BindInput`, `CopyOneInputAcrossDevices` on CUDA) and aliases it on the CPU:
+/// on the CPU a tensor written after it was bound is seen, on a GPU it is not. So every step binds its inputs again
+/// after writing them, and [`HostInputs::CopiedAtBind`] makes the CPU behave as the device does, so that a test here
+/// sees what a GPU run would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostInputs {
+    /// As ONNX Runtime does on the CPU: the session reads the host tensor when it runs.
+    #[default]
+    Aliased,
+    /// As ONNX Runtime does for a device: the session reads a copy made when the tensor was bound.
+    CopiedAtBind,
+}
+
+/// The generation's IoBinding, and how it hands host inputs to the session.
+struct Binder {
+    binding: IoBinding,
+    host_inputs: HostInputs,
+    /// Under [`HostInputs::CopiedAtBind`], the copies bound, kept alive while bound.
+    copies: Vec<(String, Tensor<i64>)>,
+}
+
+impl Binder {
+    /// Binds the host tensor `value` as the input `name`, as the session will see it: from now until it is bound
+    /// again, what it holds now (on a device; and on the CPU under [`HostInputs::CopiedAtBind`]).
+    fn host(&mut self, name: &str, value: &Tensor<i64>) -> std::result::Result<(), ort::Error> {
+        match self.host_inputs {
+            HostInputs::Aliased => self.binding.bind_input(name, value),
+            HostInputs::CopiedAtBind => {
+                let (shape, data) = value.extract_tensor();
+                let copy = Tensor::<i64>::from_array((shape.to_vec(), data.to_vec()))?;
+                self.binding.bind_input(name, &copy)?;
+                self.copies.retain(|(n, _)| n != name);
+                self.copies.push((name.to_string(), copy));
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Where a provider's KV cache lives, and the host.
@@ -55,6 +97,14 @@ fn memory(provider: Provider) -> std::result::Result<(MemoryInfo<'static>, Memor
         Provider::Cuda { id } => MemoryInfo::new(AllocationDevice::CUDA, id, AllocatorType::Device, MemoryType::Default)?,
     };
     Ok((kv, host))
+}
+
+impl Generation {
+    /// Makes the session see this generation's host inputs as a device does (a copy made when each is bound), on
+    /// any provider; see [`HostInputs`].
+    pub fn copy_host_inputs_at_bind(&mut self) {
+        self.bind.host_inputs = HostInputs::CopiedAtBind;
+    }
 }
 
 impl Decoder {
@@ -95,12 +145,12 @@ impl Decoder {
         drop(session);
         let values = if self.share_buffer { Vec::new() } else { self.empty_cache_values()? };
         Ok(Generation {
-            binding,
+            bind: Binder { binding, host_inputs: HostInputs::Aliased, copies: Vec::new() },
             values,
             _shared: shared,
             _context: context,
             one: None,
-            one_bound: false,
+            logits_bound: false,
             logits: Vec::new(),
             capacity,
             len: 0,
@@ -116,11 +166,11 @@ impl Decoder {
         self.check_capacity(g, t)?;
         let err = ort_err(format!("{model}: binding inputs"));
         for (name, value) in self.feeds(input, g.len)? {
-            g.binding.bind_input(name, &value).map_err(&err)?;
+            g.bind.binding.bind_input(name, &value).map_err(&err)?;
         }
         let logits_name = self.io.names.logits.as_str();
-        g.binding.bind_output_to_device(logits_name, &g.host_memory).map_err(&err)?;
-        g.one_bound = false;
+        g.bind.binding.bind_output_to_device(logits_name, &g.host_memory).map_err(&err)?;
+        g.logits_bound = false;
         let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
         let ran = self.run_step(g, t, |out| read_last_rows_into(&out[logits_name], ty, t as i64, 1, &mut logits));
         g.logits = logits;
@@ -129,7 +179,8 @@ impl Decoder {
     }
 
     /// Runs one token after the generation's cache (a token-id decoder), returns its logits and advances it:
-    /// the decode loop's step, which writes into tensors bound once and allocates no buffer but the attention mask.
+    /// the decode loop's step, which binds its inputs anew ([`Decoder::bind_token_step`]) and allocates no buffer but
+    /// the attention mask.
     pub fn advance_token<'g>(&self, g: &'g mut Generation, token: i64) -> Result<&'g [f32]> {
         let model = self.model.display();
         if self.io.token_input != TokenInput::Ids {
@@ -148,28 +199,8 @@ impl Decoder {
             };
             g.one = Some(OneToken { ids, position, logits });
         }
-        let one = g.one.as_mut().expect("made above");
-        one.ids.extract_tensor_mut().1[0] = token;
-        if let Some(p) = &mut one.position {
-            p.extract_tensor_mut().1[0] = g.len as i64;
-        }
+        self.bind_token_step(g, token).map_err(&err)?;
         let names = &self.io.names;
-        if !g.one_bound {
-            g.binding.bind_input(names.input_ids.as_str(), &one.ids).map_err(&err)?;
-            if let Some(p) = &one.position {
-                g.binding.bind_input(names.position_ids.as_str(), p).map_err(&err)?;
-            }
-            match &mut one.logits {
-                Some(l) => g.binding.bind_output(names.logits.as_str(), l).map_err(&err)?,
-                None => g.binding.bind_output_to_device(names.logits.as_str(), &g.host_memory).map_err(&err)?,
-            }
-            g.one_bound = true;
-        }
-        if self.io.has_attention_mask {
-            let total = g.len + 1;
-            let mask = Tensor::<i64>::from_array(([1, total], vec![1i64; total])).map_err(&err)?;
-            g.binding.bind_input(names.attention_mask.as_str(), &mask).map_err(&err)?;
-        }
         let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
         // The bound tensors stay out of `g` while it runs (they are bound, not borrowed, by the binding).
         let one = g.one.take();
@@ -178,6 +209,32 @@ impl Decoder {
         (g.one, g.logits) = (one, logits);
         ran?;
         Ok(&g.logits)
+    }
+
+    /// A one-token step's bindings, all made here: its token and position written into the step's tensors and then
+    /// bound, with a mask of the new length, every step (a host input is copied to its device when it is bound, so
+    /// one written after binding would never reach it: [`HostInputs`]); the logits bound once, to a host tensor.
+    fn bind_token_step(&self, g: &mut Generation, token: i64) -> std::result::Result<(), ort::Error> {
+        let names = &self.io.names;
+        let one = g.one.as_mut().expect("made by advance_token");
+        one.ids.extract_tensor_mut().1[0] = token;
+        g.bind.host(names.input_ids.as_str(), &one.ids)?;
+        if let Some(p) = &mut one.position {
+            p.extract_tensor_mut().1[0] = g.len as i64;
+            g.bind.host(names.position_ids.as_str(), p)?;
+        }
+        if self.io.has_attention_mask {
+            let total = g.len + 1;
+            g.bind.host(names.attention_mask.as_str(), &Tensor::<i64>::from_array(([1, total], vec![1i64; total]))?)?;
+        }
+        if !g.logits_bound {
+            match &mut one.logits {
+                Some(l) => g.bind.binding.bind_output(names.logits.as_str(), l)?,
+                None => g.bind.binding.bind_output_to_device(names.logits.as_str(), &g.host_memory)?,
+            }
+            g.logits_bound = true;
+        }
+        Ok(())
     }
 
     fn check_capacity(&self, g: &Generation, t: usize) -> Result<()> {
@@ -194,14 +251,14 @@ impl Decoder {
         if !self.share_buffer {
             let err = ort_err(format!("{model}: binding the KV cache"));
             for (layer, (k, v)) in self.io.cache.iter().zip(&g.values) {
-                g.binding.bind_input(layer.past_key.as_str(), k).map_err(&err)?;
-                g.binding.bind_input(layer.past_value.as_str(), v).map_err(&err)?;
-                g.binding.bind_output_to_device(layer.present_key.as_str(), &g.kv_memory).map_err(&err)?;
-                g.binding.bind_output_to_device(layer.present_value.as_str(), &g.kv_memory).map_err(&err)?;
+                g.bind.binding.bind_input(layer.past_key.as_str(), k).map_err(&err)?;
+                g.bind.binding.bind_input(layer.past_value.as_str(), v).map_err(&err)?;
+                g.bind.binding.bind_output_to_device(layer.present_key.as_str(), &g.kv_memory).map_err(&err)?;
+                g.bind.binding.bind_output_to_device(layer.present_value.as_str(), &g.kv_memory).map_err(&err)?;
             }
         }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-        let mut outputs = timed(|| session.run_binding(&g.binding)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
+        let mut outputs = timed(|| session.run_binding(&g.bind.binding)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
         let out = read(&outputs).map_err(|e| e.context(format!("{model}: output `logits`")))?;
         if !self.share_buffer {
             let values = self.take_present(&mut outputs)?;
