@@ -108,6 +108,9 @@ pub struct Outcome {
     pub snapshot: Option<String>,
     /// What failed, when a verdict failed (what an xfail entry can expect); `None` for a pass or an error.
     pub failure: Option<Box<Failure>>,
+    /// A second judgement made after the verdict failed: where along the model the package leaves the reference
+    /// (`level::localize`), shown beside the level's own.
+    pub diagnosis: Option<Arc<dyn Judgement>>,
 }
 
 impl Outcome {
@@ -122,6 +125,7 @@ impl Outcome {
             first_divergence: None,
             snapshot: None,
             failure: None,
+            diagnosis: None,
         }
     }
 
@@ -296,12 +300,15 @@ pub struct Failure {
     pub first_position: Option<usize>,
     /// `refused` and `device`: the runtime's own error (onnxruntime-genai's or ONNX Runtime's), as it gave it.
     pub refusal: Option<String>,
+    /// A prefill-type failure localized along the model (`level::localize`): the first module out of the
+    /// reference's noise, or the first with a NaN or an infinity; `None` when nothing was localized.
+    pub first_module: Option<String>,
 }
 
 impl Failure {
     /// A failure of `kind` with nothing measured yet.
     pub fn of(kind: FailureKind) -> Failure {
-        Failure { kind, max_abs_diff: None, first_step: None, first_position: None, refusal: None }
+        Failure { kind, max_abs_diff: None, first_step: None, first_position: None, refusal: None, first_module: None }
     }
 
     /// The runtime's refusal of the package, with its error.
@@ -334,6 +341,9 @@ impl fmt::Display for Failure {
         }
         if let Some(p) = self.first_position {
             write!(f, ", first_position: {p}")?;
+        }
+        if let Some(m) = &self.first_module {
+            write!(f, ", first_module: {m:?}")?;
         }
         if let Some(m) = &self.refusal {
             write!(f, ", message: {m:?}")?;
@@ -368,6 +378,11 @@ pub enum Mismatch {
     Message {
         expected: String,
     },
+    /// Localization named another first module (or none).
+    Module {
+        got: Option<String>,
+        expected: String,
+    },
     /// The entry states no failure to expect.
     NoneStated,
 }
@@ -390,6 +405,12 @@ impl fmt::Display for Mismatch {
                 write!(f, "the logits leave tolerance from prompt position {}, not from the expected position {expected}", none(got))
             }
             Mismatch::Message { expected } => write!(f, "the runtime's error does not contain the expected {expected:?}"),
+            Mismatch::Module { got: Some(got), expected } => {
+                write!(f, "the first module out of the reference's noise is {got}, not the expected {expected}")
+            }
+            Mismatch::Module { got: None, expected } => {
+                write!(f, "no module was localized (no module golden, or every module within noise), not the expected {expected}")
+            }
             Mismatch::NoneStated => f.write_str("the xfail entry states no expected failure"),
         }
     }

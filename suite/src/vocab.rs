@@ -133,6 +133,8 @@ levels! {
     AccuracyGenai => "accuracy_genai" ("genai"),
     /// The next-token distributions over a teacher-forced corpus against the fp32 reference's.
     Dist => "dist" ("dist"),
+    /// Where along the model a failing prefill leaves the reference: the first module out of noise.
+    Localize => "localize" ("localize"),
 }
 
 impl Level {

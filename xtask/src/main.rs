@@ -7,6 +7,7 @@
 mod bench;
 mod ci;
 mod gpu;
+mod localize;
 mod mutants;
 mod new_case;
 mod regen;
@@ -122,6 +123,17 @@ const TASKS: &[(&str, &str)] = &[
 ",
     ),
     (
+        "localize",
+        "\
+  localize [--root DIR] TRIAL ...
+      Where along the model a trial's package leaves the reference: the reference's output of every module at
+      the last prompt position (the case's module golden), found in the package's graph by name, read from an
+      in-memory copy of the graph that outputs them, compared in the model's order in units of the reference's
+      own noise. Prints the whole table and the first module out of noise; runs on a passing trial too (a failing
+      L4 trial localizes itself).
+",
+    ),
+    (
         "gpu-check",
         "\
   gpu-check [--device cuda:<id>]
@@ -211,6 +223,7 @@ fn main() -> ExitCode {
         "new-case" => new_case::new_case(rest),
         "ci" => ci::ci(rest),
         "mutants" => mutants::mutants(rest),
+        "localize" => localize::localize(rest),
         "bench" => bench::bench(rest),
         "gpu-check" => gpu::gpu_check(rest),
         "reference-data" => regen::reference_data(rest),

@@ -28,6 +28,7 @@ mod dist_goldens;
 mod job;
 pub mod ledger;
 mod media_baselines;
+mod module_goldens;
 mod raw;
 
 /// Every kind of file `regen-goldens` makes, in the order they are made; a new kind is a module implementing
@@ -39,6 +40,7 @@ fn jobs() -> Vec<Box<dyn Stage>> {
         Batch::boxed(dist_goldens::DistGoldens),
         Batch::boxed(baselines::TextBaselines),
         Batch::boxed(case_goldens::CaseGoldens),
+        Batch::boxed(module_goldens::ModuleGoldens),
     ]
 }
 

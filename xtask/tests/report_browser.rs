@@ -80,9 +80,10 @@ fn failing_suite(root: &Path) {
     std::fs::write(&stream, serde_json::to_string_pretty(&g).unwrap()).unwrap();
 }
 
-#[test]
-fn the_report_of_a_run_with_one_failure_renders_in_chromium_and_shows_it() {
-    let Some(chromium) = browser() else {
+/// Chromium, or `None` (and the test's skip said) where none is installed and none is required.
+fn browser_or_skip() -> Option<PathBuf> {
+    let found = browser();
+    if found.is_none() {
         let required = std::env::var_os("CI").is_some() || std::env::var_os("MOBIUS_REQUIRE_BROWSER").is_some_and(|v| v == "1");
         assert!(
             !required,
@@ -91,8 +92,81 @@ fn the_report_of_a_run_with_one_failure_renders_in_chromium_and_shows_it() {
         eprintln!(
             "SKIPPED: no Chromium on PATH (install Debian's `chromium`, or set MOBIUS_CHROMIUM); the report's browser test did not run"
         );
-        return;
-    };
+    }
+    found
+}
+
+/// A suite root with the llama-tiny case on default/f32 only, its package a copy with layer 1's MLP down projection
+/// scaled by 1.01: its L4 trial fails and localizes itself.
+fn broken_prefill_suite(root: &Path) {
+    let ws = workspace();
+    let package = root.join("package");
+    std::fs::create_dir_all(&package).unwrap();
+    for f in std::fs::read_dir(ws.join("fixtures/llama-tiny/onnx/default-f32")).unwrap().flatten() {
+        std::fs::copy(f.path(), package.join(f.file_name())).unwrap();
+    }
+    let mut m = onnx_bytes::Model::read(&package.join("model.onnx")).unwrap();
+    let name = m.graph.initializers.iter().find(|t| t.name.contains("layers.1.mlp.down_proj")).unwrap().name.clone();
+    let w: Vec<f32> = m.f32s(&name).unwrap().iter().map(|v| v * 1.01).collect();
+    m.set_f32s(&name, &w).unwrap();
+    m.write(&package).unwrap();
+    let case = std::fs::read_to_string(ws.join("cases/causal-lm/llama-tiny.yaml")).unwrap();
+    let fixtures = ws.join("fixtures").to_string_lossy().replace('\\', "/");
+    let (head, _) = case.split_once("reference:").unwrap();
+    let case = format!(
+        "{head}level: L4\nexternal_paths: true\ntokenizer: \"{fixtures}/tokenizer\"\nmatrix:\n  eps: [default]\n  dtypes: [f32]\n  package: \"{}\"\n",
+        package.to_string_lossy().replace('\\', "/")
+    )
+    .replacen("level: \"L4+L5\"\n", "", 1);
+    std::fs::create_dir_all(root.join("cases/causal-lm")).unwrap();
+    std::fs::write(root.join("cases/causal-lm/llama-tiny.yaml"), case).unwrap();
+    std::fs::create_dir_all(root.join("goldens/causal-lm")).unwrap();
+    for name in ["llama-tiny.json", "llama-tiny.modules.safetensors"] {
+        std::fs::copy(ws.join("goldens/causal-lm").join(name), root.join("goldens/causal-lm").join(name)).unwrap();
+    }
+}
+
+#[test]
+fn a_failing_prefill_shows_where_along_the_model_it_leaves_the_reference() {
+    let Some(chromium) = browser_or_skip() else { return };
+    let root = std::env::temp_dir().join(format!("mobius-report-localize-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    broken_prefill_suite(&root);
+    let out_dir = root.join("report");
+    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["ci", "--out"])
+        .arg(&out_dir)
+        .arg("--root")
+        .arg(&root)
+        .env_remove("CI")
+        .env("MOBIUS_TEST_DEVICE", "cpu")
+        .output()
+        .unwrap();
+    let log = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(!run.status.success(), "the scaled weight must fail L4:\n{log}");
+    let failing = "llama-tiny/text/default/f32/L4";
+    let json = std::fs::read_to_string(out_dir.join("summary.json")).unwrap();
+    assert!(json.contains("\"first_module\": \"model.layers.1.mlp\""), "{json}");
+    let junit = std::fs::read_to_string(out_dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("<property name=\"first_module\" value=\"model.layers.1.mlp\"/>"), "{junit}");
+    let page = out_dir.join("index.html");
+    let dom = render(&chromium, &page, &["--dump-dom"]);
+    let html = String::from_utf8_lossy(&dom.stdout);
+    assert!(console_messages(&dom.stderr).is_empty(), "the report wrote to the browser console");
+    let section = html.find(&format!("data-status=\"FAIL\"><h3>{failing}")).unwrap_or_else(|| panic!("no failing trial section:\n{html}"));
+    let body = &html[section..html[section..].find("</section>").unwrap() + section];
+    assert!(body.contains("first module out of noise: model.layers.1.mlp"), "the message: {body}");
+    assert!(body.contains("module by module along the model") && body.contains("first out: model.layers.1.mlp"), "the plot: {body}");
+    let shot = std::env::var_os("MOBIUS_LOCALIZE_SCREENSHOT").map_or_else(|| root.join("localize.png"), PathBuf::from);
+    let png = render(&chromium, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1280,1600", "--hide-scrollbars"]);
+    let bytes = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}): {}", String::from_utf8_lossy(&png.stderr)));
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 20_000, "a blank screenshot: {} bytes", bytes.len());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn the_report_of_a_run_with_one_failure_renders_in_chromium_and_shows_it() {
+    let Some(chromium) = browser_or_skip() else { return };
     let root = std::env::temp_dir().join(format!("mobius-report-browser-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     failing_suite(&root);

@@ -177,6 +177,8 @@ pub struct GoldenPaths {
     pub inputs: PathBuf,
     /// The reference's encoder outputs (`image_features`, `audio_features`), safetensors.
     pub features: PathBuf,
+    /// The reference's module outputs along the model (`level::localize`), safetensors.
+    pub modules: PathBuf,
     /// Inputs files this one draws on: an image+audio stream's pixels and mel features are byte for byte those of
     /// the image-only and audio-only streams, so its own file holds only what differs (its token ids).
     pub shared_inputs: Vec<PathBuf>,
@@ -191,6 +193,7 @@ impl GoldenPaths {
             generation: dir.join(format!("{stem}_generation.json")),
             inputs: dir.join(format!("{stem}.inputs.safetensors")),
             features: dir.join(format!("{stem}.features.safetensors")),
+            modules: dir.join(format!("{stem}.modules.safetensors")),
             shared_inputs: Vec::new(),
         }
     }

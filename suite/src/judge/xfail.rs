@@ -27,6 +27,10 @@ pub struct Expect {
     /// L4 `logits`: the exact prompt position where the logits first leave tolerance (optional).
     #[serde(default)]
     pub first_position: Option<usize>,
+    /// `logits` or `non_finite` of a level that localizes its failures (L4): the first module out of the
+    /// reference's noise (or the first not finite), by its Hugging Face path (`model.layers.5.self_attn`).
+    #[serde(default)]
+    pub first_module: Option<String>,
     /// `refused`: text the runtime's error must contain (required for that kind: a refusal for another reason is
     /// another failure).
     #[serde(default)]
@@ -57,6 +61,11 @@ impl Expect {
         {
             return Some(Mismatch::Position { got: got.first_position, expected: p });
         }
+        if let Some(m) = &self.first_module
+            && got.first_module.as_deref() != Some(m.as_str())
+        {
+            return Some(Mismatch::Module { got: got.first_module.clone(), expected: m.clone() });
+        }
         if let Some(m) = &self.message
             && !got.refusal.as_deref().is_some_and(|r| r.contains(m.as_str()))
         {
@@ -77,6 +86,9 @@ impl Expect {
         }
         if self.first_position.is_some() && kind != FailureKind::Logits {
             return Err(format!("{at}.first_position` is given, but only a `logits` failure has a prompt position"));
+        }
+        if self.first_module.is_some() && !matches!(kind, FailureKind::Logits | FailureKind::NonFinite) {
+            return Err(format!("{at}.first_module` is given, but only a `logits` or `non_finite` failure is localized to a module"));
         }
         match (kind, &self.message) {
             (FailureKind::Refused, None) => {
@@ -108,6 +120,9 @@ impl fmt::Display for Expect {
         }
         if let Some(p) = self.first_position {
             write!(f, ", first_position: {p}")?;
+        }
+        if let Some(m) = &self.first_module {
+            write!(f, ", first_module: {m:?}")?;
         }
         if let Some(m) = &self.message {
             write!(f, ", message: {m:?}")?;

@@ -12,6 +12,7 @@ pub mod encoder;
 pub mod gate;
 pub mod genai;
 pub mod generation;
+pub mod localize;
 pub mod prefill;
 pub mod speech;
 pub mod trial;
@@ -49,6 +50,13 @@ pub trait Kind: Sync {
 
     /// Whether its `logits` failure states the first prompt position out of tolerance (`first_position`).
     fn states_position(&self) -> bool {
+        false
+    }
+
+    /// Whether a prefill failure of it (`logits`, `non_finite`) is localized along the model afterwards
+    /// ([`localize`]): its failure then names the first module out of the reference's noise, which an xfail entry may
+    /// state (`first_module`).
+    fn localizes(&self) -> bool {
         false
     }
 
@@ -113,8 +121,17 @@ pub struct Separation {
 }
 
 /// Every level, in [`Level`]'s order.
-pub static ALL: [&dyn Kind; 8] =
-    [&prefill::L4, &generation::L5, &encoder::VISION, &encoder::AUDIO, &gate::ACCURACY, &genai::Genai, &gate::ACCURACY_GENAI, &dist::Dist];
+pub static ALL: [&dyn Kind; 9] = [
+    &prefill::L4,
+    &generation::L5,
+    &encoder::VISION,
+    &encoder::AUDIO,
+    &gate::ACCURACY,
+    &genai::Genai,
+    &gate::ACCURACY_GENAI,
+    &dist::Dist,
+    &localize::Localize,
+];
 
 /// The level whose id is `level`.
 pub fn of(level: Level) -> &'static dyn Kind {

@@ -86,6 +86,10 @@ pub struct CaseSpec {
     /// the fp32 reference's, for every variant of the matrix (text only; the first prompt's case runs it).
     #[serde(default)]
     pub distribution: Option<Distribution>,
+    /// The localize level (`level::localize`): deviations along the model this case knows of, each with the range
+    /// of its noise multiple and why.
+    #[serde(default)]
+    pub localize: crate::level::localize::judge::LocalizeSpec,
 }
 
 /// The `distribution:` block: the corpus, the chunk length and how many of the reference's top ids the golden keeps
@@ -391,6 +395,7 @@ impl Case {
             manifest: None,
             required: false,
             distribution: g.distribution.then(|| Distribution { corpus: None, n_ctx: None, k: Distribution::default_k() }),
+            localize: Default::default(),
         };
         Case { name: name.to_string(), task_dir: task_dir.to_string(), file: file.to_string(), spec }
     }

@@ -71,7 +71,7 @@ impl Suite {
         for modality in case.modalities() {
             for &dtype in &dtypes {
                 let g = self.golden_paths(case, modality, dtype);
-                own.extend([g.sidecar(), g.prefill, g.generation, g.inputs, g.features]);
+                own.extend([g.sidecar(), g.prefill, g.generation, g.inputs, g.features, g.modules]);
                 own.extend(g.shared_inputs);
             }
         }

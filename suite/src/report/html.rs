@@ -167,10 +167,11 @@ fn trial(s: &mut String, i: usize, t: &Finished) {
     );
     let mut rows: Vec<(&str, String)> = vec![("time", format!("{:.2} s", t.seconds))];
     let mut plots = Vec::new();
-    if let Some(j) = &o.judgement {
+    // The level's judgement, then the localization a failed verdict ran (where along the model it leaves).
+    for j in o.judgement.iter().chain(&o.diagnosis) {
         let shown = j.shown();
         rows.extend(shown.numbers);
-        plots = shown.plots;
+        plots.extend(shown.plots);
     }
     s.push_str("<table class=\"numbers\">");
     for (k, v) in rows {

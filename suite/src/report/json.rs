@@ -19,6 +19,7 @@ pub fn summary(rows: &[Finished], wall: f64, device: Device) -> String {
                 "verdict": r.outcome.status.name(),
                 "max_abs_diff": r.outcome.max_abs_diff,
                 "first_divergence": r.outcome.first_divergence,
+                "first_module": r.outcome.failure.as_ref().and_then(|f| f.first_module.as_deref()),
                 "accuracy_delta_points": r.outcome.judgement.as_ref().and_then(|j| j.accuracy_delta_points()),
                 "regenerate": r.outcome.regenerate,
                 "seconds": r.seconds,

@@ -34,11 +34,16 @@ pub fn report(rows: &[Finished], wall: f64) -> String {
         let (class, name) = TrialId::parse(&r.name).map_or_else(|| (String::new(), r.name.clone()), |id| id.group_and_leaf());
         let _ = write!(s, "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", escape(&class), escape(&name), r.seconds);
         let msg = escape(&r.outcome.message);
+        // Where a failure was localized along the model: a property of the testcase, for tools to read.
+        let props = match r.outcome.failure.as_ref().and_then(|f| f.first_module.as_deref()) {
+            Some(m) => format!("\n      <properties><property name=\"first_module\" value=\"{}\"/></properties>", escape(m)),
+            None => String::new(),
+        };
         match r.outcome.status {
             Status::Fail => {
                 let _ = writeln!(
                     s,
-                    ">\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>",
+                    ">{props}\n      <failure message=\"{}\">{msg}</failure>\n    </testcase>",
                     escape(first_line(&r.outcome.message))
                 );
             }
@@ -49,7 +54,7 @@ pub fn report(rows: &[Finished], wall: f64) -> String {
                 let _ = writeln!(s, "/>");
             }
             _ => {
-                let _ = writeln!(s, ">\n      <system-out>{msg}</system-out>\n    </testcase>");
+                let _ = writeln!(s, ">{props}\n      <system-out>{msg}</system-out>\n    </testcase>");
             }
         }
     }

@@ -178,11 +178,12 @@ pub fn markdown(trials: &[Finished], run: &Run) -> String {
 fn numbers(s: &mut String, trials: &[Finished]) {
     let mut by_table: Vec<(&NumbersTable, Vec<String>)> = Vec::new();
     for r in trials.iter().filter(|t| t.outcome.status != Status::Skip) {
-        let Some((table, cells)) = r.outcome.judgement.as_ref().and_then(|j| j.summary_row()) else { continue };
-        let row = format!("| {} | {} | {cells} | {:.2} |", code_cell(&r.name), r.outcome.status.name(), r.seconds);
-        match by_table.iter_mut().find(|(t, _)| std::ptr::eq(*t, table)) {
-            Some((_, rows)) => rows.push(row),
-            None => by_table.push((table, vec![row])),
+        for (table, cells) in r.outcome.judgement.iter().chain(&r.outcome.diagnosis).filter_map(|j| j.summary_row()) {
+            let row = format!("| {} | {} | {cells} | {:.2} |", code_cell(&r.name), r.outcome.status.name(), r.seconds);
+            match by_table.iter_mut().find(|(t, _)| std::ptr::eq(*t, table)) {
+                Some((_, rows)) => rows.push(row),
+                None => by_table.push((table, vec![row])),
+            }
         }
     }
     by_table.sort_by_key(|(t, _)| t.order);

@@ -133,8 +133,20 @@ pub(super) fn ort_err(what: impl fmt::Display) -> impl Fn(ort::Error) -> Error {
 /// as when CUDA's provider will not register, the device did not start ([`Error::device`]). Anything else before
 /// the load (no such file) is the set-up's error.
 pub(super) fn create_session(model: &Path, provider: Provider) -> Result<Session> {
+    create_session_of(model, None, provider)
+}
+
+/// As [`create_session`], of `edited`: the bytes of an in-memory copy of `model` and the folder its external data
+/// is read from, or of `model`'s file when `None`.
+pub(super) fn create_session_of(model: &Path, edited: Option<(&[u8], &Path)>, provider: Provider) -> Result<Session> {
     let fail = |what: &str, e: &dyn fmt::Display| Error::new(format!("{}: {what}: {e}", model.display()));
     let mut b = builder().map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+    if let Some((_, dir)) = edited {
+        let dir = dir.to_string_lossy().into_owned();
+        b = b
+            .with_config_entry("session.model_external_initializers_file_folder_path", dir)
+            .map_err(|e| fail("setting where external data is read from", &e))?;
+    }
     if let Provider::Cuda { id } = provider {
         b = b
             .with_execution_providers([cuda(id)])
@@ -144,7 +156,10 @@ pub(super) fn create_session(model: &Path, provider: Provider) -> Result<Session
         bail!("{}: no such model file", model.display());
     }
     // The file is there: a refusal now is the package's (an invalid graph), not the set-up's, if the device starts.
-    let session = timing::timed_load(|| b.commit_from_file(model));
+    let session = timing::timed_load(|| match edited {
+        Some((bytes, _)) => b.commit_from_memory(bytes),
+        None => b.commit_from_file(model),
+    });
     session.map_err(|e| {
         let e = fail("loading the model", &e);
         match provider {

@@ -135,6 +135,14 @@ fn check_xfail(case: &Case, targets: &[Target]) -> Result<(), Error> {
                     names(|k| k.failures().contains(&kind), " or ")
                 )));
             }
+            if let Some(l) = x.levels.iter().find(|&&l| e.first_module.is_some() && !level::of(l).localizes()) {
+                return Err(Error::new(format!(
+                    "{}: field {at}.expect.first_module` is given, but only {}'s failures are localized to a module and \
+                     `levels` lists {l}",
+                    case.file,
+                    names(|k| k.localizes(), " or ")
+                )));
+            }
             if let Some(l) = x.levels.iter().find(|&&l| e.first_position.is_some() && !level::of(l).states_position()) {
                 return Err(Error::new(format!(
                     "{}: field {at}.expect.first_position` is given, but only {}'s `logits` failure has a prompt position \

@@ -7,7 +7,7 @@ pub mod settle;
 
 use crate::context::RunContext;
 use crate::level::{self, trial::Trial};
-use crate::outcome::{Finished, Outcome};
+use crate::outcome::{FailureKind, Finished, Outcome};
 use crate::plan::suite::{Suite, TrialKind, TrialSpec};
 use crate::report;
 use crate::run::runtime;
@@ -53,6 +53,16 @@ pub fn guarded(name: &str, trial: impl FnOnce() -> Outcome) -> Outcome {
 
 /// Runs one trial to its outcome. Never panics on bad input: every error becomes a failure naming its source.
 pub fn run(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
+    run_as(suite, spec, ctx, None)
+}
+
+/// The localization of a planned trial's variant (`cargo xtask localize`), whether the trial passes or not: an
+/// outcome whose message is the whole table, unsettled by any xfail entry.
+pub fn localize(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
+    run_as(suite, spec, ctx, Some(crate::vocab::Level::Localize))
+}
+
+fn run_as(suite: &Suite, spec: &TrialSpec, ctx: &RunContext, as_level: Option<crate::vocab::Level>) -> Outcome {
     runtime::configure(ctx);
     let (case, modality, variant, level, task) = match &spec.kind {
         TrialKind::Broken(b) => return Outcome::fail(report::broken(&spec.name, &b.error)),
@@ -61,6 +71,19 @@ pub fn run(suite: &Suite, spec: &TrialSpec, ctx: &RunContext) -> Outcome {
         TrialKind::Accuracy { case, task, variant, level } => (case, Modality::Text, variant, *level, Some(&**task)),
     };
     let t = Trial { suite, id: &spec.id, name: &spec.name, case, modality, variant, level, task, ctx };
-    let outcome = level::of(level).run(&t).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
+    if let Some(other) = as_level {
+        let t = Trial { level: other, ..t };
+        return level::of(other).run(&t).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
+    }
+    let kind = level::of(level);
+    let outcome = kind.run(&t).unwrap_or_else(|e| Outcome::from_error(&spec.name, &e));
+    // A failed verdict of a level that localizes is localized along the model; a pass or an error pays nothing, and
+    // so does a failure a strict xfail entry expects without asking where (its module is known, or not wanted).
+    let unasked = t.xfail().and_then(|x| x.expect.as_ref()).is_some_and(|e| e.first_module.is_none());
+    let prefill_failed = outcome.failure.as_ref().is_some_and(|f| matches!(f.kind, FailureKind::Logits | FailureKind::NonFinite));
+    let outcome = match prefill_failed && kind.localizes() && !unasked {
+        true => level::localize::after_failure(&t, outcome),
+        false => outcome,
+    };
     Outcome { regenerate: Some(t.regenerate()), ..settle::apply_xfail(&t, outcome) }
 }

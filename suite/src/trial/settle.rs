@@ -64,6 +64,7 @@ mod tests {
             max_abs_diff: Some([1.0, 2.0]),
             first_step: None,
             first_position: None,
+            first_module: None,
             message: None,
         }));
         let f = failure(FailureKind::Logits, Some(1.5));
@@ -85,8 +86,14 @@ mod tests {
 
     #[test]
     fn a_pass_under_an_entry_fails_and_a_skip_stays() {
-        let e =
-            entry(Some(Expect { failure: FailureKind::Tokens, max_abs_diff: None, first_step: None, first_position: None, message: None }));
+        let e = entry(Some(Expect {
+            failure: FailureKind::Tokens,
+            max_abs_diff: None,
+            first_step: None,
+            first_position: None,
+            first_module: None,
+            message: None,
+        }));
         for s in [Status::Pass, Status::Ambiguous, Status::Accepted] {
             assert_eq!(settle(s, None, Some(&e)), (Status::Fail, Some(Settled::UnexpectedlyPassed)), "{s:?}");
         }
@@ -100,6 +107,7 @@ mod tests {
             max_abs_diff: None,
             first_step: Some(0),
             first_position: None,
+            first_module: None,
             message: None,
         }));
         assert_eq!(settle(Status::Accepted, None, Some(&e)).0, Status::Fail);

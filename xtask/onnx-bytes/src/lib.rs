@@ -12,6 +12,7 @@
 //! Callers name the types at the crate's root (`onnx_bytes::Model`): how the crate is split into modules is its own
 //! business.
 
+mod expose;
 mod graph;
 mod model;
 mod node_patch;
@@ -23,6 +24,7 @@ mod tensor_patch;
 mod testing;
 mod wire;
 
+pub use expose::with_outputs;
 pub use graph::{Attr, Attribute, Graph, Node};
 pub use model::Model;
 pub use proto::{FLOAT, FLOAT16, INT64, UINT8};

@@ -27,6 +27,11 @@ pub(super) fn rank(name: &str) -> (u8, &str) {
     (TrialId::parse(name).and_then(|id| id.level()).map_or(2, |l| level::of(l).locality()), name)
 }
 
+/// Whether a trial's level localizes its failures along the model (`level::Kind::localizes`).
+pub(super) fn localizes(name: &str) -> bool {
+    TrialId::parse(name).and_then(|id| id.level()).is_some_and(|l| level::of(l).localizes())
+}
+
 /// What a failing trial measured, as its level words it; or that it failed without measuring where an xfail
 /// expected a verdict. None for a trial that failed without measuring (an error).
 pub(super) fn measured(f: &Finished) -> Option<String> {

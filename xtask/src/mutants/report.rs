@@ -24,6 +24,8 @@ pub(super) fn run_json(run: &MutantRun) -> Value {
         "failed": run.failed().map(|r| r.name.clone()).collect::<Vec<_>>(),
         "caught_by": run.caught_by().map(|r| r.name.clone()),
         "measured": run.caught_by().and_then(measured),
+        "module": m.module,
+        "localized_to": run.localized().and_then(|(_, got)| got),
         "problem": run.problem(),
     })
 }
@@ -46,8 +48,8 @@ fn short(case: &str, name: &str) -> String {
 
 pub(super) fn table(runs: &[MutantRun]) -> String {
     let headers: String = columns().map(|(_, h)| format!(" {h} |")).collect();
-    let rules = "---|".repeat(6 + columns().count());
-    let mut s = format!("| mutant | bug | patched | trials failed | caught by | measured diff |{headers}\n|{rules}\n");
+    let rules = "---|".repeat(7 + columns().count());
+    let mut s = format!("| mutant | bug | patched | trials failed | caught by | measured diff | localized to |{headers}\n|{rules}\n");
     for c in runs {
         let m = c.mutant;
         let patched = match &c.patched {
@@ -66,9 +68,19 @@ pub(super) fn table(runs: &[MutantRun]) -> String {
                 format!(" {} |", if cell.is_empty() { "-".to_string() } else { cell })
             })
             .collect();
+        // The module the first failing prefill-type trial named, marked where it is not the mutant's own.
+        let localized = match (c.localized(), m.module) {
+            (None, _) => "-".to_string(),
+            (Some((_, None)), _) => match m.miss {
+                Some(why) => format!("not localized ({why})"),
+                None => "not localized".to_string(),
+            },
+            (Some((_, Some(got))), Some(want)) if got != want => format!("`{got}` (**not** `{want}`)"),
+            (Some((_, Some(got))), _) => format!("`{got}`"),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {by} | {diff} |{cells}",
+            "| {} | {} | {} | {} | {by} | {diff} | {localized} |{cells}",
             m.name,
             m.bug,
             patched.replace('|', "\\|"),

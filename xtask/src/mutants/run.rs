@@ -9,7 +9,7 @@ use mobius_conformance::plan::suite::{Suite, TrialKind, TrialSpec};
 use mobius_conformance::trial;
 
 use super::catalogue::Mutant;
-use super::levels::{measured, rank};
+use super::levels::{localizes, measured, rank};
 use super::make::Patched;
 
 /// The trials of the suite at `root` that `pick` selects, run with the suite's normal verdicts.
@@ -46,8 +46,34 @@ impl MutantRun {
         self.failed().filter(|r| measured(r).is_some()).min_by(|a, b| rank(&a.name).cmp(&rank(&b.name)))
     }
 
+    /// The first failing trial that localized itself (a prefill-type level's), and the module it named.
+    pub(super) fn localized(&self) -> Option<(&Finished, Option<&str>)> {
+        let localizing = |r: &&Finished| r.outcome.is_fail() && r.outcome.failure.is_some() && localizes(&r.name);
+        let r = self.rows.iter().filter(localizing).min_by(|a, b| rank(&a.name).cmp(&rank(&b.name)))?;
+        Some((r, r.outcome.failure.as_ref().and_then(|f| f.first_module.as_deref())))
+    }
+
+    /// Why the localization is not the mutant's own module, when a prefill-type trial caught it.
+    fn mislocalized(&self) -> Option<String> {
+        let (r, got) = self.localized()?;
+        let m = self.mutant;
+        match (m.module, got) {
+            (Some(_), None) if m.miss.is_some() => None,
+            (Some(want), Some(got)) if m.miss.is_some() => {
+                Some(format!("{}: {} now localizes it (to {got}; the catalogue expects {want} missed): update its `miss`", m.name, r.name))
+            }
+            (Some(want), Some(got)) if want == got => None,
+            (Some(want), Some(got)) => Some(format!("{}: {} localized it to {got}, not to {want}", m.name, r.name)),
+            (Some(want), None) => Some(format!("{}: {} did not localize it (expected {want})", m.name, r.name)),
+            (None, _) => None,
+        }
+    }
+
     pub(super) fn problem(&self) -> Option<String> {
         let m = self.mutant.name;
+        if let Some(why) = self.mislocalized().filter(|_| self.caught_by().is_some()) {
+            return Some(why);
+        }
         match &self.patched {
             Err(e) => Some(format!("{m}: could not be made: {e}")),
             Ok(_) if self.rows.is_empty() => Some(format!("{m}: no trial ran it")),

@@ -90,7 +90,7 @@ impl Job for CaseGoldens {
 /// The int4 package whose weights the kernel-parity reference runs with: the first local int4 variant of the case
 /// (every build flavour quantizes the same float32 weights with the same quantizer, so they dequantize alike).
 /// An encoder-decoder's is the package folder: both of its models are dequantized.
-fn int4_package(suite: &Suite, case: &Case) -> Option<Result<PathBuf, String>> {
+pub(super) fn int4_package(suite: &Suite, case: &Case) -> Option<Result<PathBuf, String>> {
     let v = case.variants(&suite.root).into_iter().find(|v| v.dtype == Dtype::Int4)?;
     Some(match &v.package {
         Some(Location::Local(p)) if case.is_speech_to_text() => Ok(p.clone()),

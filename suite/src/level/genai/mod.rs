@@ -48,6 +48,11 @@ impl Kind for Genai {
         true
     }
 
+    /// Its prefill failures: the package's graph localized as the suite's own runtime runs it.
+    fn localizes(&self) -> bool {
+        true
+    }
+
     fn measured(&self, o: &Outcome) -> Option<String> {
         render::measured(o)
     }

@@ -43,6 +43,10 @@ impl Kind for L4 {
         true
     }
 
+    fn localizes(&self) -> bool {
+        true
+    }
+
     fn regenerates_alone(&self) -> bool {
         true
     }

@@ -109,6 +109,17 @@ impl Decoder {
 
     /// One run of the session after `past`; `read` takes what it needs from the `logits` output.
     fn forward_reading<R>(&self, input: StepInput, past: &Cache, read: impl FnOnce(&DynValue) -> Result<R>) -> Result<(R, Cache)> {
+        let logits = self.io.names.logits.as_str();
+        self.forward_outputs(input, past, |outputs| read(&outputs[logits]).map_err(|e| e.context(format!("output `{logits}`"))))
+    }
+
+    /// One run of the session after `past`; `read` takes what it needs from its outputs (the cache's are taken after).
+    pub(super) fn forward_outputs<R>(
+        &self,
+        input: StepInput,
+        past: &Cache,
+        read: impl FnOnce(&ort::session::SessionOutputs<'_>) -> Result<R>,
+    ) -> Result<(R, Cache)> {
         let model = self.model.display();
         let t = input.len() as i64;
         let total = past.len as i64 + t;
@@ -126,8 +137,7 @@ impl Decoder {
         }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let mut outputs = timed(|| session.run(inputs)).map_err(ort_err(format!("{model}: run on {}", self.provider)))?;
-        let logits = self.io.names.logits.as_str();
-        let read = read(&outputs[logits]).map_err(|e| e.context(format!("{model}: output `{logits}`")))?;
+        let read = read(&outputs).map_err(|e| e.context(&model))?;
         let values = self.take_present(&mut outputs)?;
         Ok((read, Cache { values, len: total as usize, context: past.context.clone() }))
     }

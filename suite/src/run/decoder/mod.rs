@@ -4,6 +4,7 @@
 //! where ONNX Runtime left them ([`logits`]).
 
 pub mod cache;
+pub mod exposed;
 pub mod generation;
 pub mod io;
 mod logits;
@@ -67,7 +68,11 @@ impl Decoder {
     /// A new session of `model` (shared ones come from [`crate::run::sessions::decoder`]), its I/O read from the
     /// session under the names the package maps.
     pub(super) fn load(model: &Path, provider: Provider) -> Result<Decoder> {
-        let session = runtime::create_session(model, provider)?;
+        Decoder::with_session(runtime::create_session(model, provider)?, model, provider)
+    }
+
+    /// A decoder of an open `session` of `model`.
+    fn with_session(session: Session, model: &Path, provider: Provider) -> Result<Decoder> {
         // The package's genai_config.json sits beside the decoder, or one folder up (a multi-model package's
         // `decoder/model.onnx`); it names the decoder's tensors and says whether its cache can be shared.
         let config = model.ancestors().skip(1).take(2).find_map(|p| GenaiConfig::load_if_present(p).ok().flatten());

@@ -1,0 +1,151 @@
+//! Localize: where along the model a package leaves the reference. The reference's output of each module along the
+//! model's path at the last prompt position (`golden`), found in the package's graph by one rule (`place`), read
+//! from a copy of the graph that outputs them, run once over the case's first prompt, and compared module by module
+//! in the model's order against the reference's own noise (`judge`). The first module out of noise (or not finite)
+//! is the verdict's news (`render`).
+//!
+//! It is never planned on its own, so a passing run pays nothing: a failing trial of a level that localizes
+//! (`Kind::localizes`: L4) runs it after its verdict, and its failure then names the module, which a strict xfail
+//! may state (`first_module`). `cargo xtask localize <trial>` runs it on demand, on a passing trial too.
+
+pub mod golden;
+pub mod judge;
+pub mod place;
+pub mod render;
+
+use std::sync::Arc;
+
+use self::golden::ModuleGolden;
+use self::judge::{Got, Localization};
+use self::place::{Index, Placed};
+use super::Kind;
+use crate::error::{Error, Result};
+use crate::judge::tolerance::Logits;
+use crate::level::trial::{Ends, Trial};
+use crate::outcome::{Failure, FailureKind, Outcome, Status};
+use crate::run::decoder::Decoder;
+use crate::vocab::Level;
+
+pub struct Localize;
+
+impl Kind for Localize {
+    fn level(&self) -> Level {
+        Level::Localize
+    }
+
+    /// None an xfail entry may name: it is never planned, its findings are the failing level's (`first_module`).
+    fn failures(&self) -> &'static [FailureKind] {
+        &[]
+    }
+
+    fn regenerates_alone(&self) -> bool {
+        true
+    }
+
+    fn run(&self, t: &Trial) -> Result<Outcome> {
+        Ok(match localize(t)? {
+            Ok(l) => outcome(t, l),
+            Err(o) => o,
+        })
+    }
+}
+
+/// The outcome of a localize trial: failed when a module is out of noise, its failure naming it.
+fn outcome(t: &Trial, l: Localization) -> Outcome {
+    let failure = failure(&l).map(Box::new);
+    Outcome {
+        status: if failure.is_some() { Status::Fail } else { Status::Pass },
+        message: render::table(t.name, &l),
+        failure,
+        judgement: Some(Arc::new(l)),
+        ..Outcome::new(Status::Pass, "")
+    }
+}
+
+/// What a localization names as a failure: its first module, `non_finite` when that one is not finite.
+pub fn failure(l: &Localization) -> Option<Failure> {
+    let first = l.first?;
+    let kind = match l.rows[first].state {
+        judge::State::NonFinite { .. } => FailureKind::NonFinite,
+        _ => FailureKind::Logits,
+    };
+    Some(Failure { first_module: Some(l.rows[first].module.clone()), ..Failure::of(kind) })
+}
+
+/// Runs after a failing trial of a level that localizes (`t` is that trial): the failure gains its first module
+/// and the outcome the localization, shown beside the level's own judgement; what stopped the localization (no
+/// module golden, a module the package does not output) is a line of the message, never a change of verdict.
+pub fn after_failure(t: &Trial, mut failed: Outcome) -> Outcome {
+    let here = Trial { level: Level::Localize, ..*t };
+    let t0 = std::time::Instant::now();
+    let line = match localize(&here) {
+        Ok(Ok(l)) => {
+            if let Some(f) = failed.failure.as_mut() {
+                f.first_module = l.first_module().map(str::to_string);
+            }
+            let line = render::headline(&l, t0.elapsed().as_secs_f64());
+            failed.diagnosis = Some(Arc::new(l));
+            line
+        }
+        Ok(Err(o)) => render::not_localized(&o.message),
+        Err(e) => render::not_localized(e.message()),
+    };
+    failed.message = format!("{}\n{line}", failed.message.trim_end());
+    failed
+}
+
+/// The localization of trial `t`'s variant over its case's first prompt, or the outcome that ends it first (a skip,
+/// a missing golden).
+pub fn localize(t: &Trial) -> Result<Ends<Localization>> {
+    let p = match t.prepare(|g| g.modules.clone(), Logits::Prefill)? {
+        Ok(p) => p,
+        Err(o) => return Ok(Err(o)),
+    };
+    let (decoder, pipeline) = match t.session(&p)? {
+        Ok(s) => s,
+        Err(o) => return Ok(Err(o)),
+    };
+    let golden = ModuleGolden::load(&p.golden_path)?;
+    if golden.input_ids != p.inputs.input_ids() {
+        return Err(t.stale(format!(
+            "{} was made from the ids {:?} ({:?}), but the case's prompt {:?} gives {:?} ({})",
+            p.golden_file,
+            golden.input_ids,
+            golden.prompt,
+            p.prompt,
+            p.inputs.input_ids(),
+            t.case.file
+        )));
+    }
+    let model = &decoder.model;
+    let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+    let graph = onnx_bytes::Graph::parse(&bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+    let index = Index::new(&graph);
+    let placed: Vec<Placed> = golden.entries.iter().map(|e| index.place(e)).collect();
+    let mut owned: Vec<String> = Vec::new();
+    for p in &placed {
+        if let Placed::Value(v) = p
+            && !owned.contains(v)
+        {
+            owned.push(v.clone());
+        }
+    }
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let exposed = Decoder::exposing(model, p.provider, &names)?;
+    let read = exposed.prefill_exposed(pipeline.input(p.inputs.input_ids(), true)?, pipeline.context(), &names)?;
+    let (got, values) = placed
+        .into_iter()
+        .map(|p| match p {
+            Placed::Value(v) => {
+                let at = names.iter().position(|n| *n == v).expect("exposed");
+                let got = match &read[at] {
+                    Ok(values) => Got::Values(values.clone()),
+                    Err(why) => Got::Unreadable(why.clone()),
+                };
+                (got, Some(v))
+            }
+            Placed::Unplaced(u) => (Got::Unplaced(u), None),
+        })
+        .unzip();
+    Ok(Ok(judge::judge(&golden.entries, got, values, &p.tol, &t.case.spec.localize.known)))
+}

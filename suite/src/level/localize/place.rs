@@ -1,0 +1,256 @@
+//! The one rule that finds a recorded module in a package's graph. mobius names each value it makes after the
+//! Hugging Face module that makes it (`v_model.layers.0.self_attn.o_proj.MatMul_57`) and each node after its module
+//! path (`model/layers.0/self_attn/o_proj/MatMul_node_57`); a node a fusion made keeps its first output's name. So:
+//!
+//! - a node belongs to the module its first output names (`v_<module>.<Op>_<n>`), else the one its name's path
+//!   names (`<a>/<b>/<Op>_node_<n>`), else to none;
+//! - a module's **output** is the one activation named under it (itself or a submodule; not a Constant's) that
+//!   leaves it: read by a node outside it, or a graph output;
+//! - a norm's **input** is what it normalizes: a fused `Skip*LayerNormalization` of the norm computes it as its
+//!   fourth output (input + skip, the residual stream); an unfused norm reads it as the one activation from outside
+//!   (a value another node computes, not a Constant's, or a graph input; an initializer is neither).
+//!
+//! Where that is not exactly one value (a module ONNX Runtime's exporter fused away, two values leaving, a fused norm
+//! that does not output its sum), the module is reported unplaced, by name and why, never guessed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use onnx_bytes::{Graph, Node};
+
+use super::golden::{Entry, Role};
+
+/// Where a recorded module's tensor is in the package, or why it is not found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    Value(String),
+    Unplaced(Unplaced),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplaced {
+    /// No value named under the module leaves it (or, for an input, none comes in).
+    Absent,
+    /// More than one does: which one carries the module's tensor is not the rule's to guess.
+    Several(Vec<String>),
+    /// Its fused norm does not output the residual sum it computes.
+    NoSum { node: String },
+}
+
+/// The module a value's name says made it: `v_model.layers.0.mlp.Mul_68` -> `model.layers.0.mlp`.
+pub fn value_module(value: &str) -> Option<&str> {
+    value.strip_prefix("v_").and_then(|v| v.rsplit_once('.')).map(|(m, _)| m)
+}
+
+/// The module a node belongs to (see the module doc).
+pub fn node_module(node: &Node) -> Option<String> {
+    if let Some(m) = node.outputs.first().and_then(|o| value_module(o)) {
+        return Some(m.to_string());
+    }
+    node.name.rsplit_once('/').map(|(path, _)| path.replace('/', "."))
+}
+
+/// Whether `module` is `parent` or one of its submodules.
+fn inside(module: Option<&str>, parent: &str) -> bool {
+    module.is_some_and(|m| m == parent || m.strip_prefix(parent).is_some_and(|rest| rest.starts_with('.')))
+}
+
+/// The graph as the rule reads it: each node's module, who reads each value, what is constant.
+pub struct Index<'g> {
+    graph: &'g Graph,
+    modules: Vec<Option<String>>,
+    readers: BTreeMap<&'g str, Vec<usize>>,
+    constant: BTreeSet<&'g str>,
+    outputs: BTreeSet<&'g str>,
+    /// What a node computes or the graph is fed: an activation (an initializer is neither).
+    computed: BTreeSet<&'g str>,
+}
+
+impl<'g> Index<'g> {
+    pub fn new(graph: &'g Graph) -> Index<'g> {
+        let mut readers: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, n) in graph.nodes.iter().enumerate() {
+            for input in n.inputs.iter().filter(|s| !s.is_empty()) {
+                readers.entry(input.as_str()).or_default().push(i);
+            }
+        }
+        let constant = graph
+            .initializers
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(graph.nodes.iter().filter(|n| n.op_type == "Constant").flat_map(|n| n.outputs.iter().map(String::as_str)))
+            .collect();
+        Index {
+            graph,
+            modules: graph.nodes.iter().map(node_module).collect(),
+            readers,
+            constant,
+            outputs: graph.outputs.iter().map(String::as_str).collect(),
+            computed: graph
+                .nodes
+                .iter()
+                .flat_map(|n| n.outputs.iter().map(String::as_str))
+                .chain(graph.inputs.iter().map(String::as_str))
+                .collect(),
+        }
+    }
+
+    /// Where `entry`'s tensor is.
+    pub fn place(&self, entry: &Entry) -> Placed {
+        let found = match entry.role {
+            Role::Output => self.output_of(&entry.module),
+            Role::Input => match self.input_of(&entry.module) {
+                Ok(found) => found,
+                Err(u) => return Placed::Unplaced(u),
+            },
+        };
+        match found.len() {
+            0 => Placed::Unplaced(Unplaced::Absent),
+            1 => Placed::Value(found.into_iter().next().expect("one")),
+            _ => Placed::Unplaced(Unplaced::Several(found)),
+        }
+    }
+
+    fn output_of(&self, module: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for n in &self.graph.nodes {
+            // A Constant's value is no activation, wherever it is read.
+            for v in n.outputs.iter().filter(|v| inside(value_module(v), module) && !self.constant.contains(v.as_str())) {
+                let read_outside = self.readers.get(v.as_str()).into_iter().flatten().any(|&r| !inside(self.modules[r].as_deref(), module));
+                if (read_outside || self.outputs.contains(v.as_str())) && !found.contains(v) {
+                    found.push(v.clone());
+                }
+            }
+        }
+        found
+    }
+
+    fn input_of(&self, module: &str) -> Result<Vec<String>, Unplaced> {
+        let own: Vec<&Node> =
+            self.graph.nodes.iter().zip(&self.modules).filter(|(_, m)| inside(m.as_deref(), module)).map(|(n, _)| n).collect();
+        if let Some(fused) =
+            own.iter().find(|n| n.op_type.ends_with("SkipSimplifiedLayerNormalization") || n.op_type.ends_with("SkipLayerNormalization"))
+        {
+            return match fused.outputs.get(3).filter(|s| !s.is_empty()) {
+                Some(sum) => Ok(vec![sum.clone()]),
+                None => Err(Unplaced::NoSum { node: fused.label().to_string() }),
+            };
+        }
+        let made: BTreeSet<&str> = own.iter().flat_map(|n| n.outputs.iter().map(String::as_str)).collect();
+        let mut found: Vec<String> = Vec::new();
+        for v in own.iter().flat_map(|n| &n.inputs) {
+            let activation = self.computed.contains(v.as_str()) && !self.constant.contains(v.as_str());
+            if !activation || made.contains(v.as_str()) || found.contains(v) {
+                continue;
+            }
+            found.push(v.clone());
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
+        Node {
+            name: name.into(),
+            op_type: op.into(),
+            op_type_span: 0..0,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            input_spans: vec![],
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            attributes: vec![],
+        }
+    }
+
+    fn entry(module: &str, role: Role) -> Entry {
+        Entry { module: module.into(), role, values: vec![], noise: 0.0 }
+    }
+
+    /// Gemma-3's layer as mobius writes it: an unfused input norm, attention, a norm fused with the residual add.
+    fn graph() -> Graph {
+        Graph {
+            nodes: vec![
+                node("model/embed_tokens/Gather_node_0", "Gather", &["w", "input_ids"], &["v_model.embed_tokens.Gather_0"]),
+                node("model/embed_tokens/Mul_node_1", "Mul", &["v_model.embed_tokens.Gather_0", "c"], &["v_model.embed_tokens.Mul_1"]),
+                node("model/layers.0/input_layernorm/Add_node_2", "Add", &["nw", "one"], &["v_model.layers.0.input_layernorm.Add_2"]),
+                node(
+                    "model/layers.0/input_layernorm/RMSNormalization_node_3",
+                    "RMSNormalization",
+                    &["v_model.embed_tokens.Mul_1", "v_model.layers.0.input_layernorm.Add_2"],
+                    &["v_model.layers.0.input_layernorm.RMSNormalization_3"],
+                ),
+                node(
+                    "model/layers.0/self_attn/q_proj/MatMul_node_4",
+                    "MatMul",
+                    &["v_model.layers.0.input_layernorm.RMSNormalization_3", "qw"],
+                    &["v_model.layers.0.self_attn.q_proj.MatMul_4"],
+                ),
+                node(
+                    "node_GroupQueryAttention_9",
+                    "GroupQueryAttention",
+                    &["v_model.layers.0.self_attn.q_proj.MatMul_4"],
+                    &["v_model.layers.0.self_attn.Attention_5_0", "present.0.key", "present.0.value"],
+                ),
+                node(
+                    "model/layers.0/self_attn/o_proj/MatMul_node_6",
+                    "MatMul",
+                    &["v_model.layers.0.self_attn.Attention_5_0", "ow"],
+                    &["v_model.layers.0.self_attn.o_proj.MatMul_6"],
+                ),
+                node(
+                    "node_Skip_7",
+                    "SkipSimplifiedLayerNormalization",
+                    &["v_model.embed_tokens.Mul_1", "v_model.layers.0.self_attn.o_proj.MatMul_6", "pw"],
+                    &["v_model.layers.0.pre_feedforward_layernorm.RMSNormalization_7", "", "", "val_3"],
+                ),
+                node(
+                    "lm_head/MatMul_node_8",
+                    "MatMul",
+                    &["v_model.layers.0.pre_feedforward_layernorm.RMSNormalization_7", "hw"],
+                    &["logits"],
+                ),
+                node("node_Skip_10", "SkipSimplifiedLayerNormalization", &["val_3", "x", "nw"], &["v_model.norm.RMSNormalization_10"]),
+            ],
+            initializers: vec![],
+            inputs: vec!["input_ids".into()],
+            outputs: vec!["logits".into(), "present.0.key".into(), "present.0.value".into()],
+        }
+    }
+
+    #[test]
+    fn each_module_is_the_one_value_that_leaves_it() {
+        let g = graph();
+        let ix = Index::new(&g);
+        let at = |m: &str, r: Role| ix.place(&entry(m, r));
+        let v = |s: &str| Placed::Value(s.to_string());
+        assert_eq!(at("model.embed_tokens", Role::Output), v("v_model.embed_tokens.Mul_1"));
+        assert_eq!(at("model.layers.0.input_layernorm", Role::Output), v("v_model.layers.0.input_layernorm.RMSNormalization_3"));
+        assert_eq!(at("model.layers.0.input_layernorm", Role::Input), v("v_model.embed_tokens.Mul_1"), "its weight's Add is its own");
+        // A fused node belongs to the module of its first output; the attention's output is its o_proj's.
+        assert_eq!(at("model.layers.0.self_attn", Role::Output), v("v_model.layers.0.self_attn.o_proj.MatMul_6"));
+        assert_eq!(at("model.layers.0.pre_feedforward_layernorm", Role::Input), v("val_3"), "a fused norm's sum");
+        assert_eq!(at("model.layers.0.mlp", Role::Output), Placed::Unplaced(Unplaced::Absent), "not in this graph");
+        assert_eq!(at("model.norm", Role::Input), Placed::Unplaced(Unplaced::NoSum { node: "node_Skip_10".into() }));
+    }
+
+    #[test]
+    fn two_values_leaving_a_module_are_not_guessed_between() {
+        let mut g = graph();
+        g.nodes.push(node("model/other/Neg_node_11", "Neg", &["v_model.embed_tokens.Gather_0"], &["v_model.other.Neg_11"]));
+        let placed = Index::new(&g).place(&entry("model.embed_tokens", Role::Output));
+        let both = vec!["v_model.embed_tokens.Gather_0".to_string(), "v_model.embed_tokens.Mul_1".to_string()];
+        assert_eq!(placed, Placed::Unplaced(Unplaced::Several(both)));
+    }
+
+    #[test]
+    fn modules_are_matched_by_whole_path_segments() {
+        assert!(inside(Some("model.layers.1.mlp"), "model.layers.1"));
+        assert!(!inside(Some("model.layers.10.mlp"), "model.layers.1"), "layers.10 is not inside layers.1");
+        assert!(!inside(None, "model"));
+        assert_eq!(value_module("v_model.layers.0.self_attn.Attention_55_0"), Some("model.layers.0.self_attn"));
+        assert_eq!(value_module("val_3"), None);
+        assert_eq!(node_module(&node("lm_head/MatMul_node_8", "MatMul", &[], &["logits"])).as_deref(), Some("lm_head"));
+    }
+}

@@ -1,0 +1,96 @@
+//! The decoder with some of its graph's inner values as outputs, for `level::localize`: a session of an in-memory
+//! copy of the package's model (`onnx_bytes::with_outputs`; its external data read where the package keeps it, the
+//! package never written), run once over a prompt, each exposed value read at the last prompt position.
+
+use std::path::Path;
+
+use ort::session::SessionOutputs;
+use ort::value::DynValue;
+
+use crate::error::{Error, Result};
+use crate::run::decoder::{Decoder, StepInput};
+use crate::run::encoder_session::Features;
+use crate::run::runtime::{self, Provider};
+
+impl Decoder {
+    /// A session of `model` with `values` added to its outputs.
+    pub fn exposing(model: &Path, provider: Provider, values: &[&str]) -> Result<Decoder> {
+        let shown = model.display();
+        let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{shown}: {e}")))?;
+        let edited = onnx_bytes::with_outputs(&bytes, values).map_err(|e| Error::new(format!("{shown}: exposing values: {e}")))?;
+        let data = data_folder(model, &bytes)?;
+        Decoder::with_session(runtime::create_session_of(model, Some((&edited, &data)), provider)?, model, provider)
+    }
+
+    /// A prefill of `input` from an empty cache: each of `values` at the last prompt position, as float32, or why it
+    /// cannot be read there (another element type, a shape without the prompt's positions).
+    pub fn prefill_exposed(
+        &self,
+        input: StepInput,
+        context: Option<&Features>,
+        values: &[&str],
+    ) -> Result<Vec<std::result::Result<Vec<f32>, String>>> {
+        let positions = input.len();
+        let past = self.new_cache_with(context)?;
+        let (read, _) = self.forward_outputs(input, &past, |outputs: &SessionOutputs<'_>| {
+            Ok(values
+                .iter()
+                .map(|name| match outputs.get(*name) {
+                    Some(v) => last_position(v, positions),
+                    None => Err(format!("the session did not return `{name}`")),
+                })
+                .collect())
+        })?;
+        Ok(read)
+    }
+}
+
+/// Where the model's external data files really are: ONNX Runtime reads an in-memory model's external data from a
+/// folder it is told and refuses a path that leaves it, so a package whose data files are links (a scratch root's, a
+/// cache's) is read from the folder they lead to, each file keeping its name there.
+fn data_folder(model: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
+    let dir = model.parent().unwrap_or(Path::new("."));
+    let graph = onnx_bytes::Graph::parse(bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+    let mut folder: Option<std::path::PathBuf> = None;
+    for t in &graph.initializers {
+        let onnx_bytes::Data::External { location, .. } = &t.data else { continue };
+        let real = std::fs::canonicalize(dir.join(location))
+            .map_err(|e| Error::new(format!("{}: external data `{location}`: {e}", model.display())))?;
+        let (Some(parent), true) = (real.parent(), real.file_name() == Path::new(location).file_name()) else {
+            return Err(Error::new(format!("{}: external data `{location}` leads to {}, another name", model.display(), real.display())));
+        };
+        match &folder {
+            Some(f) if f != parent => {
+                return Err(Error::new(format!(
+                    "{}: external data files lie in {} and {}",
+                    model.display(),
+                    f.display(),
+                    parent.display()
+                )));
+            }
+            _ => folder = Some(parent.to_path_buf()),
+        }
+    }
+    Ok(folder.unwrap_or_else(|| dir.to_path_buf()))
+}
+
+/// A value's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.
+fn last_position(v: &DynValue, positions: usize) -> std::result::Result<Vec<f32>, String> {
+    let (shape, data): (Vec<i64>, Vec<f32>) = if let Ok((s, d)) = v.try_extract_tensor::<f32>() {
+        (s.to_vec(), d.to_vec())
+    } else if let Ok((s, d)) = v.try_extract_tensor::<half::f16>() {
+        (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
+    } else if let Ok((s, d)) = v.try_extract_tensor::<half::bf16>() {
+        (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
+    } else {
+        return Err(format!("a value of type {:?}, not a float tensor", v.dtype()));
+    };
+    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    let skip = match dims.as_slice() {
+        [1, p, ..] if *p == positions => 2,
+        [p, ..] if *p == positions => 1,
+        _ => return Err(format!("shape {dims:?} has no axis of the prompt's {positions} positions where one is expected")),
+    };
+    let row: usize = dims[skip..].iter().product();
+    Ok(data[(positions - 1) * row..positions * row].to_vec())
+}
