@@ -58,7 +58,8 @@ def _is_norm(module):
 def record(model, inputs):
     """[(module, role, values at the last position)] of one forward pass, in the order the hooks fired."""
     names = {m: n for n, m in model.named_modules()}
-    # The text decoder: `model` of a causal LM, `model.language_model` of a multimodal one.
+    # The text decoder: `model` of a causal LM, `model.language_model` of a multimodal one, `model.decoder` of
+    # Whisper (its encoder has no `embed_tokens`).
     base = next((m for m in model.modules() if hasattr(m, "layers") and hasattr(m, "embed_tokens")), None)
     if base is None:
         raise ReferenceError(f"{type(model).__name__} has no module with `layers` and `embed_tokens`: not a decoder the rule knows")
@@ -86,7 +87,7 @@ def record(model, inputs):
             if _is_norm(child):
                 hooks.append(child.register_forward_pre_hook(in_hook(names[child]), with_kwargs=True))
             hooks.append(child.register_forward_hook(out_hook(names[child])))
-    norm = getattr(base, "norm", None)
+    norm = getattr(base, "norm", None) or getattr(base, "layer_norm", None)
     if norm is not None:
         hooks.append(norm.register_forward_pre_hook(in_hook(names[norm]), with_kwargs=True))
         hooks.append(norm.register_forward_hook(out_hook(names[norm])))
@@ -105,7 +106,28 @@ def record(model, inputs):
     return entries
 
 
+def speech_inputs(job):
+    """Whisper: the clip's log-mel features and the forced prefix as speech.py makes them, and the model (its int4
+    package's weights dequantized into it for a kernel-parity job)."""
+    from .hf_run import load_audio
+    from .speech import dequantize, forced_prefix
+
+    audio = job.get("audio") or []
+    if len(audio) != 1:
+        raise ReferenceError(f"a speech-to-text job needs exactly one clip, got {len(audio)}")
+    fe = transformers.WhisperFeatureExtractor.from_pretrained(job["reference"], local_files_only=True)
+    wave = load_audio(audio[0], fe.sampling_rate)
+    feats = fe(wave, sampling_rate=fe.sampling_rate, return_tensors="pt").input_features.to(torch.float32)
+    model = transformers.WhisperForConditionalGeneration.from_pretrained(job["reference"], dtype=torch.float32, local_files_only=True)
+    model = model.to("cpu").float().eval()
+    deq = dequantize(model, job["dequantize"]) if job.get("dequantize") else None
+    ids = torch.tensor([forced_prefix(model.generation_config, job.get("language"), job.get("task"))])
+    return model, {"input_features": feats, "decoder_input_ids": ids}, ids, deq
+
+
 def run_job(job):
+    if job.get("task_type") == "speech-to-text":
+        return run_speech_job(job)
     missing = [k for k in REQUIRED if k not in job]
     if missing:
         raise ReferenceError(f"missing keys {missing}")
@@ -127,9 +149,31 @@ def run_job(job):
     if job.get("dequantize") is not None:
         n, sha = dequantize_into(model, job["dequantize"])
         metadata.update(dequantized_from=job["dequantize"], dequantized_weights=str(n), dequantized_sha256=sha)
+    return write(job, model, inputs, ids, metadata)
+
+
+def run_speech_job(job):
+    missing = [k for k in ("case", "reference", "audio", "out") if k not in job]
+    if missing:
+        raise ReferenceError(f"missing keys {missing}")
+    model, inputs, ids, deq = speech_inputs(job)
+    metadata = {
+        "format": MODULES_FORMAT,
+        "case": str(job["case"]),
+        "prompt": json.dumps(ids[0].tolist()),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+    if deq is not None:
+        metadata.update(dequantized_from=job["dequantize"], dequantized_weights=str(deq[0]), dequantized_sha256=deq[1])
+    return write(job, model, inputs, ids, metadata)
+
+
+def write(job, model, inputs, ids, metadata):
+    """Records the modules in float32 and float64 and writes the raw golden."""
     f32 = record(model, inputs)
     model.double()
-    f64 = record(model, inputs)
+    f64 = record(model, {k: (v.double() if v.is_floating_point() else v) for k, v in inputs.items()})
     if [(n, r) for n, r, _ in f32] != [(n, r) for n, r, _ in f64]:
         raise ReferenceError("the float64 run recorded other modules than the float32 run")
     tensors = {"input_ids": ids[0].to(torch.int64).numpy(), "noise": np.zeros(len(f32), dtype=np.float64)}

@@ -576,6 +576,13 @@ impl Case {
         Some(clip.rsplit('/').next().unwrap_or(clip))
     }
 
+    /// The case file's first prompt (or clip), whose name is the file's: not a later one's `<case>.p<k>`
+    /// (`plan::corpus::per_prompt`).
+    pub fn is_first_prompt(&self) -> bool {
+        let stem = std::path::Path::new(&self.file).file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        self.name.strip_prefix(stem).and_then(|rest| rest.strip_prefix(".p")).is_none_or(|k| k.parse::<usize>().is_err())
+    }
+
     /// An encoder-decoder speech recognizer (mobius' `speech-to-text`).
     pub fn is_speech_to_text(&self) -> bool {
         self.spec.task_type == "speech-to-text"

@@ -48,8 +48,8 @@ pub(super) struct Mutant {
     /// downstream of it at the last prompt position (the head, the encoders, decode-only bugs, a package that does
     /// not load).
     pub(super) module: Option<&'static str>,
-    /// Why localization cannot name `module` although a prefill-type trial catches it (a miss the table shows and
-    /// the self-test holds: a mutant that starts being localized is news too).
+    /// Why localization cannot name `module` although a prefill-type trial catches it: a miss, shown in the table
+    /// with what it named, and not held by the self-test.
     pub(super) miss: Option<&'static str>,
     /// Patches the model in place; says what it changed. Gets the package's genai_config.json.
     pub(super) patch: fn(&mut Model, &Value) -> Result<String, String>,
@@ -326,7 +326,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-cross-attn-states-x1.01",
-        module: None,
+        module: Some("model.decoder.layers.0.encoder_attn"),
         miss: None,
         bug: "the encoder states scaled by 1.01 where layer 0's cross-attention reads them (its K and V projections x1.01)",
         case: "whisper-tiny",
@@ -338,7 +338,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-cross-attn-wrong-layer",
-        module: None,
+        module: Some("model.decoder.layers.1.encoder_attn"),
         miss: None,
         bug: "layer 1's cross-attention reads the encoder states through layer 0's K and V projections",
         case: "whisper-tiny",
@@ -350,7 +350,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-decoder-positions-off-by-one",
-        module: None,
+        module: Some("model.decoder.layers.0.self_attn_layer_norm"),
         miss: None,
         bug: "the decoder's learned positions off by one (position p reads row p + 1)",
         case: "whisper-tiny",
@@ -362,8 +362,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-encoder-positions-off-by-one",
-        module: None,
-        miss: None,
+        module: Some("model.encoder"),
+        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
         bug: "the encoder's positional table off by one (frame f reads row f + 1)",
         case: "whisper-tiny",
         ep: Ep::Default,
@@ -374,8 +374,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-features-zeroed",
-        module: None,
-        miss: None,
+        module: Some("model.encoder"),
+        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
         bug: "the log-mel features never reach the encoder (its first convolution's weights zeroed: the audio-never-heard class)",
         case: "whisper-tiny",
         ep: Ep::Default,
@@ -399,7 +399,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-cross-attn-states-x1.01",
-        module: None,
+        module: Some("model.decoder.layers.0.encoder_attn"),
         miss: None,
         bug: "the encoder states scaled by 1.01 where layer 0's cross-attention reads them (Whisper tiny.en)",
         case: "whisper-tiny-en",
@@ -411,7 +411,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-cross-attn-wrong-layer",
-        module: None,
+        module: Some("model.decoder.layers.1.encoder_attn"),
         miss: None,
         bug: "layer 1's cross-attention reads the encoder states through layer 0's K and V projections (Whisper tiny.en)",
         case: "whisper-tiny-en",
@@ -423,7 +423,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-decoder-positions-off-by-one",
-        module: None,
+        module: Some("model.decoder.layers.0.self_attn_layer_norm"),
         miss: None,
         bug: "the decoder's learned positions off by one (Whisper tiny.en)",
         case: "whisper-tiny-en",
@@ -435,8 +435,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-encoder-positions-off-by-one",
-        module: None,
-        miss: None,
+        module: Some("model.encoder"),
+        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
         bug: "the encoder's positional table off by one (Whisper tiny.en)",
         case: "whisper-tiny-en",
         ep: Ep::Default,
@@ -447,8 +447,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-features-zeroed",
-        module: None,
-        miss: None,
+        module: Some("model.encoder"),
+        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
         bug: "the log-mel features never reach the encoder (Whisper tiny.en; its first convolution zeroed)",
         case: "whisper-tiny-en",
         ep: Ep::Default,
@@ -566,7 +566,7 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-int4-scales-x1.01-whisper",
-        module: None,
+        module: Some("model.decoder.layers.1.fc1"),
         miss: None,
         bug: "one int4 weight's block scales off by 1% (Whisper tiny.en int4, a decoder MLP weight)",
         case: "whisper-tiny-en",

@@ -69,14 +69,12 @@ pub(super) fn table(runs: &[MutantRun]) -> String {
             })
             .collect();
         // The module the first failing prefill-type trial named, marked where it is not the mutant's own.
-        let localized = match (c.localized(), m.module) {
-            (None, _) => "-".to_string(),
-            (Some((_, None)), _) => match m.miss {
-                Some(why) => format!("not localized ({why})"),
-                None => "not localized".to_string(),
-            },
-            (Some((_, Some(got))), Some(want)) if got != want => format!("`{got}` (**not** `{want}`)"),
-            (Some((_, Some(got))), _) => format!("`{got}`"),
+        let localized = match (c.localized(), m.module, m.miss) {
+            (None, _, _) => "-".to_string(),
+            (Some((_, got)), _, Some(why)) => format!("{} (a miss: {why})", got.map_or("not localized".to_string(), |g| format!("`{g}`"))),
+            (Some((_, None)), _, None) => "not localized".to_string(),
+            (Some((_, Some(got))), Some(want), None) if got != want => format!("`{got}` (**not** `{want}`)"),
+            (Some((_, Some(got))), _, None) => format!("`{got}`"),
         };
         let _ = writeln!(
             s,

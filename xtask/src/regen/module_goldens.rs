@@ -38,9 +38,11 @@ impl Job for ModuleGoldens {
     const REFERENCE: Reference = Reference { module: "modules", jobs_file: "modules.json" };
 
     fn plan(&self, scope: &Scope, case: &Case) -> Vec<Result<Planned<ModuleJob>, String>> {
-        // Text decoders fed token ids. A multimodal package's decoder takes embeddings from its own session and names
-        // its modules without the reference's `language_model`; Whisper's halves are two models: not localized yet.
-        if !case.levels().contains(&Level::L4) || case.is_speech_to_text() || case.modalities() != [Modality::Text] {
+        // Text decoders fed token ids, and Whisper's decoder after its encoder. A multimodal package's decoder takes
+        // embeddings from its own session and names its modules without the reference's `language_model`: not yet.
+        let speech = case.is_speech_to_text();
+        // The case file's first prompt (or clip) only: its module golden is the model's, at most 1 MiB per real case.
+        if !case.levels().contains(&Level::L4) || !(speech || case.modalities() == [Modality::Text]) || !case.is_first_prompt() {
             return vec![];
         }
         let int4 = case.variants(&scope.suite.root).iter().any(|v| v.dtype == Dtype::Int4);
@@ -83,7 +85,8 @@ impl Job for ModuleGoldens {
 fn plan(scope: &Scope, case: &Case, dtype: Dtype) -> Result<Planned<ModuleJob>, String> {
     let suite = scope.suite;
     let root = &suite.root;
-    let out = suite.golden_paths(case, Modality::Text, dtype).modules;
+    let modality = if case.is_speech_to_text() { Modality::Audio } else { Modality::Text };
+    let out = suite.golden_paths(case, modality, dtype).modules;
     let skip = |why: &str| Ok(Planned::Skip(vec![format!("SKIPPED    {} ({why})", relative(root, &out))]));
     let (Some(reference), Some(prompt)) = (case.reference_dir(root), case.prompt()) else {
         return skip("the case names no `reference` weights or no prompt");
@@ -102,7 +105,15 @@ fn plan(scope: &Scope, case: &Case, dtype: Dtype) -> Result<Planned<ModuleJob>, 
             mobius_conformance::paths::confine(root, p, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
         }
     }
-    let ids = TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?;
+    // Text: the prompt as tokenizer.json encodes it; speech: the forced prefix the stored inputs hold.
+    let ids = match modality {
+        Modality::Text => TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?,
+        _ => {
+            let paths = suite.golden_paths(case, modality, Dtype::F32);
+            let inputs = paths.load_inputs(|p| relative(root, p)).map_err(|e| format!("{e} (make the case's goldens first)"))?;
+            inputs.input_ids().to_vec()
+        }
+    };
     let dequantize = match dtype.golden_suffix().and_then(|_| super::case_goldens::int4_package(suite, case)) {
         None => None,
         Some(Ok(model)) => Some(model),
@@ -110,11 +121,23 @@ fn plan(scope: &Scope, case: &Case, dtype: Dtype) -> Result<Planned<ModuleJob>, 
     };
     let suffix = dtype.golden_suffix().map(|s| format!(".{s}")).unwrap_or_default();
     let raw = scope.raw_dir.join(format!("{}{suffix}.modules.safetensors", case.name));
+    let audio: Vec<PathBuf> = case.spec.inputs.audio.iter().map(|a| root.join(a)).collect();
+    if !case.spec.external_paths {
+        for a in &audio {
+            let what = format!("{}: field `inputs.audio`", case.file);
+            mobius_conformance::paths::confine(root, a, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
+        }
+    }
+    let g = &case.spec.generation;
     let spec = serde_json::json!({
         "case": case.name,
+        "task_type": case.spec.task_type,
         "reference": reference,
         "tokenizer": tok,
         "prompt": prompt,
+        "audio": audio,
+        "language": g.lang,
+        "task": g.task.map(mobius_conformance::plan::case::SpeechTask::name),
         "dequantize": dequantize,
         "out": raw,
     });

@@ -97,6 +97,12 @@ pub fn after_failure(t: &Trial, mut failed: Outcome) -> Outcome {
 /// The localization of trial `t`'s variant over its case's first prompt, or the outcome that ends it first (a skip,
 /// a missing golden).
 pub fn localize(t: &Trial) -> Result<Ends<Localization>> {
+    if !t.case.is_first_prompt() {
+        return Ok(Err(Outcome::skip(format!(
+            "{}: localization is recorded for the case file's first prompt (or clip) only: localize its first case's trial",
+            t.case.name
+        ))));
+    }
     let p = match t.prepare(|g| g.modules.clone(), Logits::Prefill)? {
         Ok(p) => p,
         Err(o) => return Ok(Err(o)),

@@ -10,6 +10,9 @@
 //!   fourth output (input + skip, the residual stream); an unfused norm reads it as the one activation from outside
 //!   (a value another node computes, not a Constant's, or a graph input; an initializer is neither).
 //!
+//! A path is looked for as the reference names it, then without its first component (a package that drops the
+//! reference's outer wrapper: Whisper's `model.decoder` is mobius' `decoder`).
+//!
 //! Where that is not exactly one value (a module ONNX Runtime's exporter fused away, two values leaving, a fused norm
 //! that does not output its sum), the module is reported unplaced, by name and why, never guessed.
 
@@ -94,11 +97,22 @@ impl<'g> Index<'g> {
         }
     }
 
-    /// Where `entry`'s tensor is.
+    /// Where `entry`'s tensor is: under its own path, else under the path without its first component (mobius
+    /// writes Whisper's `model.decoder.layers.0` as `decoder.layers.0`), else nowhere.
     pub fn place(&self, entry: &Entry) -> Placed {
+        match self.place_at(entry, &entry.module) {
+            Placed::Unplaced(Unplaced::Absent) => match entry.module.split_once('.') {
+                Some((_, rest)) => self.place_at(entry, rest),
+                None => Placed::Unplaced(Unplaced::Absent),
+            },
+            placed => placed,
+        }
+    }
+
+    fn place_at(&self, entry: &Entry, module: &str) -> Placed {
         let found = match entry.role {
-            Role::Output => self.output_of(&entry.module),
-            Role::Input => match self.input_of(&entry.module) {
+            Role::Output => self.output_of(module),
+            Role::Input => match self.input_of(module) {
                 Ok(found) => found,
                 Err(u) => return Placed::Unplaced(u),
             },
@@ -242,6 +256,28 @@ mod tests {
         let placed = Index::new(&g).place(&entry("model.embed_tokens", Role::Output));
         let both = vec!["v_model.embed_tokens.Gather_0".to_string(), "v_model.embed_tokens.Mul_1".to_string()];
         assert_eq!(placed, Placed::Unplaced(Unplaced::Several(both)));
+    }
+
+    #[test]
+    fn a_package_without_the_reference_s_outer_wrapper_is_read_one_component_in() {
+        let g = Graph {
+            nodes: vec![
+                node("decoder/embed_tokens/Gather_node_0", "Gather", &["w", "ids"], &["v_decoder.embed_tokens.Gather_0"]),
+                node(
+                    "decoder/layers.0/fc1/MatMul_node_1",
+                    "MatMul",
+                    &["v_decoder.embed_tokens.Gather_0", "w1"],
+                    &["v_decoder.layers.0.fc1.MatMul_1"],
+                ),
+                node("decoder/layers.0/Gelu_node_2", "Gelu", &["v_decoder.layers.0.fc1.MatMul_1"], &["logits"]),
+            ],
+            initializers: vec![],
+            inputs: vec!["ids".into()],
+            outputs: vec!["logits".into()],
+        };
+        let ix = Index::new(&g);
+        assert_eq!(ix.place(&entry("model.decoder.layers.0.fc1", Role::Output)), Placed::Value("v_decoder.layers.0.fc1.MatMul_1".into()));
+        assert_eq!(ix.place(&entry("model.encoder.layers.0.fc1", Role::Output)), Placed::Unplaced(Unplaced::Absent));
     }
 
     #[test]
