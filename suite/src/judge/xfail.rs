@@ -232,6 +232,24 @@ mod tests {
     }
 
     #[test]
+    fn a_device_that_did_not_start_is_never_an_expected_failure() {
+        let e = serde_saphyr::from_str::<Expect>("{ failure: device }").unwrap_err().to_string();
+        assert!(e.contains("unknown failure \"device\"") && e.contains("is never expected"), "{e}");
+    }
+
+    #[test]
+    fn a_first_module_is_held_to_the_one_localized() {
+        let e = expect("{ failure: logits, max_abs_diff: [0.1, 1.0], first_module: \"model.layers.5.self_attn\" }");
+        let at = |m: Option<&str>| Failure { first_module: m.map(String::from), ..failure(FailureKind::Logits, Some(0.4), None) };
+        assert_eq!(e.mismatch(Some(&at(Some("model.layers.5.self_attn")))), None);
+        let other = e.mismatch(Some(&at(Some("model.layers.4.mlp")))).unwrap().to_string();
+        assert!(other.contains("is model.layers.4.mlp, not the expected model.layers.5.self_attn"), "{other}");
+        assert!(e.mismatch(Some(&at(None))).unwrap().to_string().contains("no module was localized"));
+        let e = expect("{ failure: tokens, first_step: 0, first_module: \"m\" }").validate("field `xfail.expect").unwrap_err();
+        assert!(e.contains("first_module` is given, but only a `logits` or `non_finite` failure"), "{e}");
+    }
+
+    #[test]
     fn a_refusal_is_expected_by_what_the_runtime_said() {
         let e = expect(r#"{ failure: refused, message: 'Unknown value "decoder_input_ids"' }"#);
         let said = |m: &str| Failure::refused(m.to_string());

@@ -64,6 +64,13 @@ pub struct Prepared<'a> {
     pub inputs: Inputs,
 }
 
+/// A prepared trial with its package's decoder session and pipeline open (inputs -> runtime).
+pub struct Opened<'a> {
+    pub p: Prepared<'a>,
+    pub decoder: Arc<Decoder>,
+    pub pipeline: Pipeline,
+}
+
 impl Trial<'_> {
     /// The command that remakes this trial's golden: the level's alone where it can be made alone, else the case's
     /// goldens (features, inputs and baselines are written with them, whatever the level).
@@ -230,8 +237,18 @@ impl Trial<'_> {
         Ok(Ok(Prepared { package, provider, paths, golden_path, golden_file, policy, tol, prompt, tokenizer, inputs }))
     }
 
+    /// [`Trial::prepare`], then the prepared trial's decoder session and the pipeline its package runs: what the
+    /// levels that run the package through the suite's own runtime start from; or the outcome that ends it first.
+    pub fn open(&self, golden: impl Fn(&GoldenPaths) -> PathBuf, table: Logits) -> Result<Ends<Opened<'_>>> {
+        let p = match self.prepare(golden, table)? {
+            Ok(p) => p,
+            Err(o) => return Ok(Err(o)),
+        };
+        Ok(self.session(&p)?.map(|(decoder, pipeline)| Opened { p, decoder, pipeline }))
+    }
+
     /// The prepared trial's decoder session and the pipeline its package runs (inputs -> runtime), or a skip.
-    pub fn session(&self, p: &Prepared) -> Result<Ends<(Arc<Decoder>, Pipeline)>> {
+    fn session(&self, p: &Prepared) -> Result<Ends<(Arc<Decoder>, Pipeline)>> {
         let decoder = match self.decoder(&p.package, p.provider)? {
             Ok(d) => d,
             Err(skip) => return Ok(Err(skip)),

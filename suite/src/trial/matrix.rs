@@ -30,26 +30,33 @@ pub fn plan(suite: &Suite) -> Vec<TrialSpec> {
     let prefixes = corpus::trial_prefixes(subjects.iter().map(|(d, n)| (d.as_str(), n.as_str())));
     // Every loaded case's trials first: an xfail entry names a trial of its case file, whichever of the file's cases
     // plans it (a later prompt's case has no gate or distribution trial; the file's first case runs them once).
-    let planned: Vec<Option<Vec<TrialSpec>>> =
-        loaded.iter().map(|c| c.as_ref().ok().map(|case| matrix(suite, case, &prefixes[&subject(c)]))).collect();
+    // Each loaded case with its trials, or the case that did not load; each with its trials' name prefix.
+    let planned: Vec<(String, Planned)> = loaded
+        .into_iter()
+        .map(|c| {
+            let prefix = prefixes[&subject(&c)].clone();
+            let planned = c.map(|case| {
+                let trials = matrix(suite, &case, &prefix);
+                (case, trials)
+            });
+            (prefix, planned)
+        })
+        .collect();
     let mut of_file: BTreeMap<String, Vec<Target>> = BTreeMap::new();
-    for (c, trials) in loaded.iter().zip(&planned) {
-        if let (Ok(case), Some(trials)) = (c, trials) {
-            of_file.entry(case.file.clone()).or_default().extend(trials.iter().filter_map(target));
-        }
+    for (case, trials) in planned.iter().filter_map(|(_, p)| p.as_ref().ok()) {
+        of_file.entry(case.file.clone()).or_default().extend(trials.iter().filter_map(target));
     }
-    for (c, trials) in loaded.into_iter().zip(planned) {
-        let prefix = &prefixes[&subject(&c)];
-        let broken = match (c, trials) {
-            (Ok(case), Some(trials)) => match check_selected(&case).and_then(|()| check_xfail(&case, &of_file[&case.file])) {
+    for (prefix, c) in planned {
+        let prefix = &prefix;
+        let broken = match c {
+            Ok((case, trials)) => match check_selected(&case).and_then(|()| check_xfail(&case, &of_file[&case.file])) {
                 Ok(()) => {
                     out.extend(trials);
                     continue;
                 }
                 Err(error) => BrokenCase { name: case.name.clone(), file: case.file.clone(), error, guess: Some(case) },
             },
-            (Ok(_), None) => unreachable!("every loaded case is planned above"),
-            (Err(b), _) => b,
+            Err(b) => b,
         };
         // The trials it would have had fail too, so a filter aimed at them still finds the failure.
         let expected = broken.guess.as_ref().map_or_else(Vec::new, |g| matrix(suite, g, prefix).into_iter().map(|t| t.id).collect());
@@ -61,6 +68,9 @@ pub fn plan(suite: &Suite) -> Vec<TrialSpec> {
     out.sort_by(|a, b| a.name.cmp(&b.name));
     collisions(out)
 }
+
+/// A loaded case and its trials, or the case that did not load.
+type Planned = std::result::Result<(Arc<Case>, Vec<TrialSpec>), BrokenCase>;
 
 /// What an xfail entry can name of a trial: its modality (text for a gate's, which runs its task as text), ep,
 /// dtype and level.

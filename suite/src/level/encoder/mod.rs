@@ -74,15 +74,10 @@ impl Kind for Encoder {
     }
 
     fn run(&self, t: &Trial) -> Result<Outcome> {
-        let p = match t.prepare(|g| g.features.clone(), Logits::Prefill)? {
-            Ok(p) => p,
-            Err(o) => return Ok(o),
-        };
-        let (decoder, pipeline) = match t.session(&p)? {
-            Ok(s) => s,
-            Err(o) => return Ok(o),
-        };
-        run_component(self, t, &p, &decoder, &pipeline)
+        match t.open(|g| g.features.clone(), Logits::Prefill)? {
+            Ok(o) => run_component(self, t, &o.p, &o.decoder, &o.pipeline),
+            Err(end) => Ok(end),
+        }
     }
 }
 

@@ -57,15 +57,10 @@ impl Kind for L5 {
     }
 
     fn run(&self, t: &Trial) -> Result<Outcome> {
-        let p = match t.prepare(|g| g.generation.clone(), Logits::Stream)? {
-            Ok(p) => p,
-            Err(o) => return Ok(o),
-        };
-        let (decoder, pipeline) = match t.session(&p)? {
-            Ok(s) => s,
-            Err(o) => return Ok(o),
-        };
-        run_generation(t, &p, &decoder, &pipeline)
+        match t.open(|g| g.generation.clone(), Logits::Stream)? {
+            Ok(o) => run_generation(t, &o.p, &o.decoder, &o.pipeline),
+            Err(end) => Ok(end),
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use self::place::{Index, Placed};
 use super::Kind;
 use crate::error::{Error, Result};
 use crate::judge::tolerance::Logits;
-use crate::level::trial::{Ends, Trial};
+use crate::level::trial::{Ends, Opened, Trial};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::run::decoder::Decoder;
 use crate::vocab::Level;
@@ -103,12 +103,8 @@ pub fn localize(t: &Trial) -> Result<Ends<Localization>> {
             t.case.name
         ))));
     }
-    let p = match t.prepare(|g| g.modules.clone(), Logits::Prefill)? {
-        Ok(p) => p,
-        Err(o) => return Ok(Err(o)),
-    };
-    let (decoder, pipeline) = match t.session(&p)? {
-        Ok(s) => s,
+    let Opened { p, decoder, pipeline } = match t.open(|g| g.modules.clone(), Logits::Prefill)? {
+        Ok(o) => o,
         Err(o) => return Ok(Err(o)),
     };
     let golden = ModuleGolden::load(&p.golden_path)?;

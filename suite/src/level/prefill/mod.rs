@@ -68,15 +68,10 @@ impl Kind for L4 {
     }
 
     fn run(&self, t: &Trial) -> Result<Outcome> {
-        let p = match t.prepare(|g| g.prefill.clone(), Logits::Prefill)? {
-            Ok(p) => p,
-            Err(o) => return Ok(o),
-        };
-        let (decoder, pipeline) = match t.session(&p)? {
-            Ok(s) => s,
-            Err(o) => return Ok(o),
-        };
-        run_prefill(t, &p, &decoder, &pipeline)
+        match t.open(|g| g.prefill.clone(), Logits::Prefill)? {
+            Ok(o) => run_prefill(t, &o.p, &o.decoder, &o.pipeline),
+            Err(end) => Ok(end),
+        }
     }
 }
 
