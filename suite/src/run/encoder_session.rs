@@ -60,7 +60,17 @@ pub struct Encoder {
 impl Encoder {
     /// A new session of `model` (shared ones come from [`crate::run::sessions::encoder`]).
     pub(super) fn load(model: &Path, provider: Provider) -> Result<Encoder> {
-        let session = runtime::create_session(model, provider)?;
+        Encoder::with_session(runtime::create_session(model, provider)?, model, provider)
+    }
+
+    /// A session of an in-memory copy of `model` with `values` added to its outputs (`level::localize`; the package
+    /// is never written).
+    pub fn exposing(model: &Path, provider: Provider, values: &[&str]) -> Result<Encoder> {
+        let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+        Encoder::with_session(crate::run::decoder::exposed::exposed_session(model, &bytes, values, provider)?, model, provider)
+    }
+
+    fn with_session(session: Session, model: &Path, provider: Provider) -> Result<Encoder> {
         let ports = |outlets: &[Outlet]| -> Vec<Port> {
             outlets
                 .iter()

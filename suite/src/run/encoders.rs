@@ -96,13 +96,37 @@ pub fn encoder_component(cfg: &GenaiConfig) -> Component {
 /// An encoder-decoder's encoder `c` of `package` on the stored `input_features` [1, mels, frames] (`file` names
 /// them): the states its decoder reads.
 pub fn speech(package: &Path, c: &Component, provider: Provider, inputs: &Inputs, file: &str) -> Result<Features> {
+    let encoder = sessions::encoder(&package.join(&c.file), provider)?;
+    let feed = speech_feed(&encoder, c, inputs, file)?;
+    let out = c.output("encoder_hidden_states");
+    Features::from_value(&encoder.run(vec![feed], &[out])?.remove(0), &format!("{}: output `{out}`", encoder.model.display()))
+}
+
+/// The speech encoder `c` of `package` on the stored features with `values` of its graph exposed: each at the
+/// encoder `frames` (their rows one after another), or why it cannot be read there (`level::localize`).
+pub fn speech_values(
+    package: &Path,
+    c: &Component,
+    provider: Provider,
+    inputs: &Inputs,
+    file: &str,
+    values: &[&str],
+    frames: &[usize],
+) -> Result<Vec<std::result::Result<Vec<f32>, String>>> {
+    let encoder = Encoder::exposing(&package.join(&c.file), provider, values)?;
+    let feed = speech_feed(&encoder, c, inputs, file)?;
+    let out = encoder.run(vec![feed], values)?;
+    Ok(out.iter().map(|v| crate::run::decoder::exposed::rows_at(v, frames)).collect())
+}
+
+/// The speech encoder's one feed: the stored log-mel features, in the element type it declares.
+fn speech_feed(encoder: &Encoder, c: &Component, inputs: &Inputs, file: &str) -> Result<(String, SessionInputValue<'static>)> {
     let t = inputs.get("input_features").ok_or_else(|| Error::new(format!("{file}: no tensor `input_features` (the log-mel features)")))?;
     let TensorData::F32(values) = &t.data else { bail!("{file}: tensor `input_features` must be float32") };
     if t.shape.len() != 3 || t.shape[0] != 1 {
         bail!("{file}: tensor `input_features` has shape {:?}; expected [1, mel bins, frames]", t.shape);
     }
-    let encoder = sessions::encoder(&package.join(&c.file), provider)?;
-    let name = speech_input_name(c, &encoder)?;
+    let name = speech_input_name(c, encoder)?;
     let err = |e: ort::Error| Error::new(format!("{}: {e}", encoder.model.display()));
     let port = encoder.input(&name)?;
     let value: SessionInputValue = match port.ty {
@@ -112,8 +136,7 @@ pub fn speech(package: &Path, c: &Component, provider: Provider, inputs: &Inputs
         }
         _ => Tensor::<f32>::from_array((t.shape.clone(), values.clone())).map_err(err)?.into(),
     };
-    let out = c.output("encoder_hidden_states");
-    Features::from_value(&encoder.run(vec![(name, value)], &[out])?.remove(0), &format!("{}: output `{out}`", encoder.model.display()))
+    Ok((name, value))
 }
 
 /// The speech encoder's features input: the role genai_config maps (`audio_features`, `input_features`), else the

@@ -362,8 +362,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-encoder-positions-off-by-one",
-        module: Some("model.encoder"),
-        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
+        module: Some("model.encoder.layers.0.self_attn_layer_norm"),
+        miss: None,
         bug: "the encoder's positional table off by one (frame f reads row f + 1)",
         case: "whisper-tiny",
         ep: Ep::Default,
@@ -374,8 +374,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "whisper-features-zeroed",
-        module: Some("model.encoder"),
-        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
+        module: Some("model.encoder.layers.0.self_attn_layer_norm"),
+        miss: None,
         bug: "the log-mel features never reach the encoder (its first convolution's weights zeroed: the audio-never-heard class)",
         case: "whisper-tiny",
         ep: Ep::Default,
@@ -435,8 +435,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-encoder-positions-off-by-one",
-        module: Some("model.encoder"),
-        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
+        module: Some("model.encoder.layers.0.self_attn_layer_norm"),
+        miss: None,
         bug: "the encoder's positional table off by one (Whisper tiny.en)",
         case: "whisper-tiny-en",
         ep: Ep::Default,
@@ -447,8 +447,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: true,
         name: "real-whisper-features-zeroed",
-        module: Some("model.encoder"),
-        miss: Some("the encoder's modules are not recorded yet: the decoder's first reader of its states is named"),
+        module: Some("model.encoder.layers.0.self_attn_layer_norm"),
+        miss: None,
         bug: "the log-mel features never reach the encoder (Whisper tiny.en; its first convolution zeroed)",
         case: "whisper-tiny-en",
         ep: Ep::Default,

@@ -15,15 +15,17 @@ pub mod render;
 
 use std::sync::Arc;
 
-use self::golden::ModuleGolden;
+use self::golden::{ModuleGolden, Part};
 use self::judge::{Got, Localization};
 use self::place::{Index, Placed};
 use super::Kind;
 use crate::error::{Error, Result};
+use crate::feed::package::GenaiConfig;
 use crate::judge::tolerance::Logits;
 use crate::level::trial::{Ends, Opened, Trial};
 use crate::outcome::{Failure, FailureKind, Outcome, Status};
 use crate::run::decoder::Decoder;
+use crate::run::encoders;
 use crate::vocab::Level;
 
 pub struct Localize;
@@ -119,35 +121,57 @@ pub fn localize(t: &Trial) -> Result<Ends<Localization>> {
             t.case.file
         )));
     }
-    let model = &decoder.model;
-    let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
-    let graph = onnx_bytes::Graph::parse(&bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
-    let index = Index::new(&graph);
-    let placed: Vec<Placed> = golden.entries.iter().map(|e| index.place(e)).collect();
-    let mut owned: Vec<String> = Vec::new();
-    for p in &placed {
-        if let Placed::Value(v) = p
-            && !owned.contains(v)
-        {
-            owned.push(v.clone());
+    // Each part's modules placed in its own graph and read from its exposed copy: the decoder's over the prompt
+    // (after the package's own encoder, for an encoder-decoder), an encoder's at the golden's frames.
+    let (mut got, mut values): (Vec<Option<Got>>, Vec<Option<String>>) =
+        (vec![None; golden.entries.len()], vec![None; golden.entries.len()]);
+    for part in [Part::Encoder, Part::Decoder] {
+        let at: Vec<usize> = (0..golden.entries.len()).filter(|&k| golden.entries[k].part == part).collect();
+        if at.is_empty() {
+            continue;
+        }
+        let model = match part {
+            Part::Decoder => decoder.model.clone(),
+            Part::Encoder => p.package.join(encoders::encoder_component(&GenaiConfig::load(&p.package)?).file),
+        };
+        let bytes = std::fs::read(&model).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+        let graph = onnx_bytes::Graph::parse(&bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+        let index = Index::new(&graph);
+        let placed: Vec<(usize, Placed)> = at.iter().map(|&k| (k, index.place(&golden.entries[k]))).collect();
+        let mut names: Vec<&str> = Vec::new();
+        for (_, p) in &placed {
+            if let Placed::Value(v) = p
+                && !names.contains(&v.as_str())
+            {
+                names.push(v);
+            }
+        }
+        let read = match part {
+            Part::Decoder => Decoder::exposing(&model, p.provider, &names)?.prefill_exposed(
+                pipeline.input(p.inputs.input_ids(), true)?,
+                pipeline.context(),
+                &names,
+            )?,
+            Part::Encoder => {
+                let c = encoders::encoder_component(&GenaiConfig::load(&p.package)?);
+                let file = t.rel(&p.paths.inputs);
+                encoders::speech_values(&p.package, &c, p.provider, &p.inputs, &file, &names, &golden.frames)?
+            }
+        };
+        for (k, placed) in &placed {
+            (got[*k], values[*k]) = match placed {
+                Placed::Value(v) => {
+                    let i = names.iter().position(|n| n == v).expect("exposed");
+                    let g = match &read[i] {
+                        Ok(values) => Got::Values(values.clone()),
+                        Err(why) => Got::Unreadable(why.clone()),
+                    };
+                    (Some(g), Some(v.clone()))
+                }
+                Placed::Unplaced(u) => (Some(Got::Unplaced(u.clone())), None),
+            };
         }
     }
-    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
-    let exposed = Decoder::exposing(model, p.provider, &names)?;
-    let read = exposed.prefill_exposed(pipeline.input(p.inputs.input_ids(), true)?, pipeline.context(), &names)?;
-    let (got, values) = placed
-        .into_iter()
-        .map(|p| match p {
-            Placed::Value(v) => {
-                let at = names.iter().position(|n| *n == v).expect("exposed");
-                let got = match &read[at] {
-                    Ok(values) => Got::Values(values.clone()),
-                    Err(why) => Got::Unreadable(why.clone()),
-                };
-                (got, Some(v))
-            }
-            Placed::Unplaced(u) => (Got::Unplaced(u), None),
-        })
-        .unzip();
+    let got = got.into_iter().map(|g| g.expect("every entry is of a part")).collect();
     Ok(Ok(judge::judge(&golden.entries, got, values, &p.tol, &t.case.spec.localize.known)))
 }

@@ -3,9 +3,10 @@
 //! path (`model/layers.0/self_attn/o_proj/MatMul_node_57`); a node a fusion made keeps its first output's name. So:
 //!
 //! - a node belongs to the module its first output names (`v_<module>.<Op>_<n>`), else the one its name's path
-//!   names (`<a>/<b>/<Op>_node_<n>`), else to none;
-//! - a module's **output** is the one activation named under it (itself or a submodule; not a Constant's) that
-//!   leaves it: read by a node outside it, or a graph output;
+//!   names (`<a>/<b>/<Op>_node_<n>`), else the one whose weight it reads (initializers carry Hugging Face's parameter
+//!   names: a fused final norm `node_SkipLayerNormalization_4` reading `encoder.layer_norm.weight`), else to none;
+//! - a module's **output** is the one activation named under it (itself or a submodule; not a Constant's), or made
+//!   by a node it owns by its weight alone, that leaves it: read by a node outside it, or a graph output;
 //! - a norm's **input** is what it normalizes: a fused `Skip*LayerNormalization` of the norm computes it as its
 //!   fourth output (input + skip, the residual stream); an unfused norm reads it as the one activation from outside
 //!   (a value another node computes, not a Constant's, or a graph input; an initializer is neither).
@@ -61,6 +62,8 @@ fn inside(module: Option<&str>, parent: &str) -> bool {
 pub struct Index<'g> {
     graph: &'g Graph,
     modules: Vec<Option<String>>,
+    /// Whether a node's module is known by the weight it reads alone (its outputs carry no module name).
+    weight_owned: Vec<bool>,
     readers: BTreeMap<&'g str, Vec<usize>>,
     constant: BTreeSet<&'g str>,
     outputs: BTreeSet<&'g str>,
@@ -82,9 +85,20 @@ impl<'g> Index<'g> {
             .map(|t| t.name.as_str())
             .chain(graph.nodes.iter().filter(|n| n.op_type == "Constant").flat_map(|n| n.outputs.iter().map(String::as_str)))
             .collect();
+        let weights: BTreeSet<&str> = graph.initializers.iter().map(|t| t.name.as_str()).collect();
+        let by_weight = |n: &Node| {
+            n.inputs
+                .iter()
+                .filter(|i| weights.contains(i.as_str()))
+                .find_map(|i| i.strip_suffix(".weight").or_else(|| i.strip_suffix(".bias")).map(str::to_string))
+        };
+        let named: Vec<Option<String>> = graph.nodes.iter().map(node_module).collect();
+        let weight_owned: Vec<bool> = graph.nodes.iter().zip(&named).map(|(n, m)| m.is_none() && by_weight(n).is_some()).collect();
+        let modules = graph.nodes.iter().zip(named).map(|(n, m)| m.or_else(|| by_weight(n))).collect();
         Index {
             graph,
-            modules: graph.nodes.iter().map(node_module).collect(),
+            modules,
+            weight_owned,
             readers,
             constant,
             outputs: graph.outputs.iter().map(String::as_str).collect(),
@@ -126,9 +140,11 @@ impl<'g> Index<'g> {
 
     fn output_of(&self, module: &str) -> Vec<String> {
         let mut found = Vec::new();
-        for n in &self.graph.nodes {
+        for (i, n) in self.graph.nodes.iter().enumerate() {
+            let owned = self.weight_owned[i] && inside(self.modules[i].as_deref(), module);
             // A Constant's value is no activation, wherever it is read.
-            for v in n.outputs.iter().filter(|v| inside(value_module(v), module) && !self.constant.contains(v.as_str())) {
+            let mine = |v: &&String| (owned || inside(value_module(v), module)) && !v.is_empty() && !self.constant.contains(v.as_str());
+            for v in n.outputs.iter().filter(mine) {
                 let read_outside = self.readers.get(v.as_str()).into_iter().flatten().any(|&r| !inside(self.modules[r].as_deref(), module));
                 if (read_outside || self.outputs.contains(v.as_str())) && !found.contains(v) {
                     found.push(v.clone());
@@ -179,7 +195,7 @@ mod tests {
     }
 
     fn entry(module: &str, role: Role) -> Entry {
-        Entry { module: module.into(), role, values: vec![], noise: 0.0 }
+        Entry { module: module.into(), role, part: super::super::golden::Part::Decoder, values: vec![], noise: 0.0 }
     }
 
     /// Gemma-3's layer as mobius writes it: an unfused input norm, attention, a norm fused with the residual add.

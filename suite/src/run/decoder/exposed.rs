@@ -17,9 +17,8 @@ impl Decoder {
     pub fn exposing(model: &Path, provider: Provider, values: &[&str]) -> Result<Decoder> {
         let shown = model.display();
         let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-        let edited = onnx_bytes::with_outputs(&bytes, values).map_err(|e| Error::new(format!("{shown}: exposing values: {e}")))?;
-        let data = data_folder(model, &bytes)?;
-        Decoder::with_session(runtime::create_session_of(model, Some((&edited, &data)), provider)?, model, provider)
+        let _ = shown;
+        Decoder::with_session(exposed_session(model, &bytes, values, provider)?, model, provider)
     }
 
     /// A prefill of `input` from an empty cache: each of `values` at the last prompt position, as float32, or why it
@@ -43,6 +42,13 @@ impl Decoder {
         })?;
         Ok(read)
     }
+}
+
+/// A session of an in-memory copy of `model` (its file's `bytes`) with `values` added to its outputs.
+pub(crate) fn exposed_session(model: &Path, bytes: &[u8], values: &[&str], provider: Provider) -> Result<ort::session::Session> {
+    let edited = onnx_bytes::with_outputs(bytes, values).map_err(|e| Error::new(format!("{}: exposing values: {e}", model.display())))?;
+    let data = data_folder(model, bytes)?;
+    runtime::create_session_of(model, Some((&edited, &data)), provider)
 }
 
 /// Where the model's external data files really are: ONNX Runtime reads an in-memory model's external data from a
@@ -74,9 +80,25 @@ fn data_folder(model: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
     Ok(folder.unwrap_or_else(|| dir.to_path_buf()))
 }
 
-/// A value's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.
-fn last_position(v: &DynValue, positions: usize) -> std::result::Result<Vec<f32>, String> {
-    let (shape, data): (Vec<i64>, Vec<f32>) = if let Ok((s, d)) = v.try_extract_tensor::<f32>() {
+/// A value's rows `frames` of its `[1, frames, ...]`, one after another (an encoder's states).
+pub(crate) fn rows_at(v: &DynValue, frames: &[usize]) -> std::result::Result<Vec<f32>, String> {
+    let (shape, data) = floats(v)?;
+    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    let [1, n, ..] = dims.as_slice() else { return Err(format!("shape {dims:?} is not [1, frames, ...]")) };
+    let row: usize = dims[2..].iter().product();
+    let mut out = Vec::with_capacity(frames.len() * row);
+    for &f in frames {
+        if f >= *n {
+            return Err(format!("frame {f} is past the value's {n} frames"));
+        }
+        out.extend_from_slice(&data[f * row..(f + 1) * row]);
+    }
+    Ok(out)
+}
+
+/// A float tensor's shape and values as float32.
+fn floats(v: &DynValue) -> std::result::Result<(Vec<i64>, Vec<f32>), String> {
+    Ok(if let Ok((s, d)) = v.try_extract_tensor::<f32>() {
         (s.to_vec(), d.to_vec())
     } else if let Ok((s, d)) = v.try_extract_tensor::<half::f16>() {
         (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
@@ -84,7 +106,12 @@ fn last_position(v: &DynValue, positions: usize) -> std::result::Result<Vec<f32>
         (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
     } else {
         return Err(format!("a value of type {:?}, not a float tensor", v.dtype()));
-    };
+    })
+}
+
+/// A value's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.
+fn last_position(v: &DynValue, positions: usize) -> std::result::Result<Vec<f32>, String> {
+    let (shape, data) = floats(v)?;
     let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     let skip = match dims.as_slice() {
         [1, p, ..] if *p == positions => 2,
