@@ -80,6 +80,22 @@ fn failing_suite(root: &Path) {
     std::fs::write(&stream, serde_json::to_string_pretty(&g).unwrap()).unwrap();
 }
 
+/// `cargo xtask ci` on the suite at `root` (on the CPU, not as CI): its report folder, how it ended, and its output.
+fn ci(root: &Path) -> (PathBuf, Output, String) {
+    let out_dir = root.join("report");
+    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["ci", "--out"])
+        .arg(&out_dir)
+        .arg("--root")
+        .arg(root)
+        .env_remove("CI")
+        .env("MOBIUS_TEST_DEVICE", "cpu")
+        .output()
+        .unwrap();
+    let log = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    (out_dir, run, log)
+}
+
 /// Chromium, or `None` (and the test's skip said) where none is installed and none is required.
 fn browser_or_skip() -> Option<PathBuf> {
     let found = browser();
@@ -132,17 +148,7 @@ fn a_failing_prefill_shows_where_along_the_model_it_leaves_the_reference() {
     let root = std::env::temp_dir().join(format!("mobius-report-localize-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     broken_prefill_suite(&root);
-    let out_dir = root.join("report");
-    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["ci", "--out"])
-        .arg(&out_dir)
-        .arg("--root")
-        .arg(&root)
-        .env_remove("CI")
-        .env("MOBIUS_TEST_DEVICE", "cpu")
-        .output()
-        .unwrap();
-    let log = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let (out_dir, run, log) = ci(&root);
     assert!(!run.status.success(), "the scaled weight must fail L4:\n{log}");
     let failing = "llama-tiny/text/default/f32/L4";
     let json = std::fs::read_to_string(out_dir.join("summary.json")).unwrap();
@@ -170,17 +176,7 @@ fn the_report_of_a_run_with_one_failure_renders_in_chromium_and_shows_it() {
     let root = std::env::temp_dir().join(format!("mobius-report-browser-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     failing_suite(&root);
-    let out_dir = root.join("report");
-    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["ci", "--out"])
-        .arg(&out_dir)
-        .arg("--root")
-        .arg(&root)
-        .env_remove("CI")
-        .env("MOBIUS_TEST_DEVICE", "cpu")
-        .output()
-        .unwrap();
-    let log = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let (out_dir, run, log) = ci(&root);
     assert!(!run.status.success(), "the edited golden must fail its trial:\n{log}");
     let failing = "llama-tiny/text/default/f32/L5";
     let summary = std::fs::read_to_string(out_dir.join("summary.md")).unwrap();

@@ -473,6 +473,18 @@ fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A safetensors golden's metadata, its `format` checked against `format` (`file` names it in errors): what the
+/// safetensors goldens of the levels read first.
+pub fn safetensors_metadata(file: &str, bytes: &[u8], format: &str) -> Result<std::collections::HashMap<String, String>> {
+    let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).at(file)?;
+    let meta = meta.metadata().clone().unwrap_or_default();
+    match meta.get("format") {
+        None => bail!("{file}: metadata field `format` is missing"),
+        Some(f) if f != format => bail!("{file}: metadata `format` is {f:?}, expected {format:?} (regenerate the golden)"),
+        Some(_) => Ok(meta),
+    }
+}
+
 /// Writes `bytes` to `path` so that a reader (or a crash) sees the old file or the new one, never a torn one:
 /// a temp file in the same directory, flushed to disk, then renamed over the target.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {

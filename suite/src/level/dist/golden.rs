@@ -130,13 +130,8 @@ impl DistGolden {
 
     /// Reads and checks a golden: its format, every tensor's dtype and shape, ids and log-probabilities in range.
     pub fn parse(file: &str, bytes: &[u8]) -> Result<DistGolden> {
-        let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).at(file)?;
-        let meta = meta.metadata().clone().unwrap_or_default();
+        let meta = crate::judge::golden::safetensors_metadata(file, bytes, FORMAT)?;
         let field = |name: &str| meta.get(name).ok_or_else(|| Error::new(format!("{file}: metadata field `{name}` is missing")));
-        let format = field("format")?;
-        if format != FORMAT {
-            bail!("{file}: metadata `format` is {format:?}, expected {FORMAT:?} (regenerate the golden)");
-        }
         let number = |name: &str| -> Result<usize> {
             field(name)?.parse().map_err(|_| Error::new(format!("{file}: metadata field `{name}` is not a whole number")))
         };

@@ -72,13 +72,8 @@ impl ModuleGolden {
 
     /// `bytes` as a golden; `file` names it in errors.
     pub fn parse(file: &str, bytes: &[u8]) -> Result<ModuleGolden> {
-        let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).at(file)?;
-        let meta = meta.metadata().clone().unwrap_or_default();
+        let meta = crate::judge::golden::safetensors_metadata(file, bytes, FORMAT)?;
         let field = |name: &str| meta.get(name).ok_or_else(|| Error::new(format!("{file}: metadata field `{name}` is missing")));
-        let format = field("format")?;
-        if format != FORMAT {
-            bail!("{file}: metadata `format` is {format:?}, expected {FORMAT:?} (regenerate the golden)");
-        }
         let listed: Vec<Vec<String>> =
             serde_json::from_str(field("entries")?).map_err(|e| Error::new(format!("{file}: metadata field `entries`: {e}")))?;
         let frames: Vec<usize> = match meta.get("frames") {
