@@ -485,6 +485,18 @@ pub(super) const MUTANTS: &[Mutant] = &[
     },
     Mutant {
         real: true,
+        name: "real-weight-x1.01-middle",
+        module: Some("model.layers.9.mlp"),
+        miss: None,
+        bug: "one decoder weight scaled by 1.01 in a middle layer (Gemma-3 270M, layer 9 of 18, the MLP gate before GELU)",
+        case: "gemma3-270m",
+        ep: Ep::Default,
+        dtype: Dtype::F32,
+        part: Part::Decoder,
+        patch: |m, _| scale_matmul_weight(m, "layers.9.mlp.gate_proj", 1.01),
+    },
+    Mutant {
+        real: true,
         name: "real-window-mask-off-by-one",
         module: Some("model.layers.0.self_attn"),
         miss: None,
