@@ -52,7 +52,7 @@ const TASKS: &[(&str, &str)] = &[
     (
         "regen-goldens",
         "\
-  regen-goldens [--case GLOB] [--level L4|L5] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
+  regen-goldens [--case GLOB] [--level L4|L5|dist|localize] [--force] [--dry-run] [--allow-ci] [--allow-remote-code]
                 [--root SUITE_DIR] [--keep-raw DIR] [--from-raw DIR]
       Run the Hugging Face reference (fp32, CPU) for each case and write its goldens under goldens/ of the
       suite root (--root, else MOBIUS_SUITE_ROOT, else this repository).

@@ -422,8 +422,9 @@ mod tests {
         let level = |l: &str| parse(&["--level".into(), l.into()]).map(|o| o.level);
         assert_eq!(level("dist"), Ok(Some(Level::Dist)));
         assert_eq!(level("L5"), Ok(Some(Level::L5)));
-        assert_eq!(level("accuracy").unwrap_err(), "--level \"accuracy\": expected L4, L5 or dist");
-        assert_eq!(parse(&["--level".into()]).unwrap_err(), "--level needs L4, L5 or dist");
+        assert_eq!(level("localize"), Ok(Some(Level::Localize)));
+        assert_eq!(level("accuracy").unwrap_err(), "--level \"accuracy\": expected L4, L5, dist or localize");
+        assert_eq!(parse(&["--level".into()]).unwrap_err(), "--level needs L4, L5, dist or localize");
     }
 
     #[test]
