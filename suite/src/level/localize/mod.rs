@@ -79,13 +79,12 @@ pub fn failure(l: &Localization) -> Option<Failure> {
 /// module golden, a module the package does not output) is a line of the message, never a change of verdict.
 pub fn after_failure(t: &Trial, mut failed: Outcome) -> Outcome {
     let here = Trial { level: Level::Localize, ..*t };
-    let t0 = std::time::Instant::now();
     let line = match localize(&here) {
         Ok(Ok(l)) => {
             if let Some(f) = failed.failure.as_mut() {
                 f.first_module = l.first_module().map(str::to_string);
             }
-            let line = render::headline(&l, t0.elapsed().as_secs_f64());
+            let line = render::headline(&l);
             failed.diagnosis = Some(Arc::new(l));
             line
         }

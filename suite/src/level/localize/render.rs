@@ -34,11 +34,12 @@ fn multiple(m: f64) -> String {
 }
 
 /// The one line a failing trial's message gains: the first module out of noise, what came before and after it.
-pub fn headline(l: &Localization, seconds: f64) -> String {
+/// No time in it: a message repeats exactly from run to run (`xtask localize` prints how long it took).
+pub fn headline(l: &Localization) -> String {
     let before = l.within_before();
     let unplaced = l.unplaced().count();
     let tail = format!(
-        "{}(localized in {seconds:.1}s; the whole table: `cargo xtask localize <trial>`)",
+        "{}(the whole table: `cargo xtask localize <trial>`)",
         if unplaced > 0 { format!("{unplaced} modules unplaced; ") } else { String::new() }
     );
     let Some(first) = l.first else {
@@ -110,7 +111,7 @@ fn state(s: &State) -> (String, String, &'static str) {
 /// Every module, in the model's order, as `xtask localize` prints it.
 pub fn table(trial: &str, l: &Localization) -> String {
     let mut out = format!("{trial}: localized along the model (bound {} the reference's noise)\n", multiple(l.bound));
-    out.push_str(&format!("{}\n", headline(l, 0.0).split(" (localized in").next().unwrap_or_default()));
+    out.push_str(&format!("{}\n", headline(l).split(" (the whole table").next().unwrap_or_default()));
     for (i, r) in l.rows.iter().enumerate() {
         let (diff, m, verdict) = state(&r.state);
         let mark = if Some(i) == l.first { "->" } else { "  " };
@@ -128,7 +129,7 @@ static TABLE: NumbersTable = NumbersTable {
 
 impl Judgement for Localization {
     fn reasons(&self) -> Vec<String> {
-        vec![headline(self, 0.0).split(" (localized in").next().unwrap_or_default().to_string()]
+        vec![headline(self).split(" (the whole table").next().unwrap_or_default().to_string()]
     }
 
     fn shown(&self) -> Shown {
