@@ -65,9 +65,8 @@ impl Encoder {
 
     /// A session of an in-memory copy of `model` with `values` added to its outputs (`level::localize`; the package
     /// is never written).
-    pub fn exposing(model: &Path, provider: Provider, values: &[&str]) -> Result<Encoder> {
-        let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
-        Encoder::with_session(crate::run::decoder::exposed::exposed_session(model, &bytes, values, provider)?, model, provider)
+    pub fn exposing(model: &Path, bytes: &[u8], provider: Provider, values: &[&str]) -> Result<Encoder> {
+        Encoder::with_session(crate::run::decoder::exposed::exposed_session(model, bytes, values, provider)?, model, provider)
     }
 
     fn with_session(session: Session, model: &Path, provider: Provider) -> Result<Encoder> {

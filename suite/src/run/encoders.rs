@@ -102,18 +102,21 @@ pub fn speech(package: &Path, c: &Component, provider: Provider, inputs: &Inputs
     Features::from_value(&encoder.run(vec![feed], &[out])?.remove(0), &format!("{}: output `{out}`", encoder.model.display()))
 }
 
-/// The speech encoder `c` of `package` on the stored features with `values` of its graph exposed: each at the
-/// encoder `frames` (their rows one after another), or why it cannot be read there (`level::localize`).
+/// The speech encoder `c` of `package` (its model file's `bytes`, as the caller read them) on the stored features
+/// with `values` of its graph exposed: each at the encoder `frames` (their rows one after another), or why it cannot
+/// be read there (`level::localize`).
+#[allow(clippy::too_many_arguments)]
 pub fn speech_values(
     package: &Path,
     c: &Component,
+    bytes: &[u8],
     provider: Provider,
     inputs: &Inputs,
     file: &str,
     values: &[&str],
     frames: &[usize],
 ) -> Result<Vec<std::result::Result<Vec<f32>, String>>> {
-    let encoder = Encoder::exposing(&package.join(&c.file), provider, values)?;
+    let encoder = Encoder::exposing(&package.join(&c.file), bytes, provider, values)?;
     let feed = speech_feed(&encoder, c, inputs, file)?;
     let out = encoder.run(vec![feed], values)?;
     Ok(out.iter().map(|v| crate::run::decoder::exposed::rows_at(v, frames)).collect())

@@ -129,10 +129,11 @@ pub fn localize(t: &Trial) -> Result<Ends<Localization>> {
         if at.is_empty() {
             continue;
         }
-        let model = match part {
-            Part::Decoder => decoder.model.clone(),
-            Part::Encoder => p.package.join(encoders::encoder_component(&GenaiConfig::load(&p.package)?).file),
+        let encoder = match part {
+            Part::Decoder => None,
+            Part::Encoder => Some(encoders::encoder_component(&GenaiConfig::load(&p.package)?)),
         };
+        let model = encoder.as_ref().map_or_else(|| decoder.model.clone(), |c| p.package.join(&c.file));
         let bytes = std::fs::read(&model).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
         let graph = onnx_bytes::Graph::parse(&bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
         let index = Index::new(&graph);
@@ -145,16 +146,16 @@ pub fn localize(t: &Trial) -> Result<Ends<Localization>> {
                 names.push(v);
             }
         }
-        let read = match part {
-            Part::Decoder => Decoder::exposing(&model, p.provider, &names)?.prefill_exposed(
+        // The file read once: placed from its graph, then exposed from the same bytes.
+        let read = match &encoder {
+            None => Decoder::exposing(&model, &bytes, p.provider, &names)?.prefill_exposed(
                 pipeline.input(p.inputs.input_ids(), true)?,
                 pipeline.context(),
                 &names,
             )?,
-            Part::Encoder => {
-                let c = encoders::encoder_component(&GenaiConfig::load(&p.package)?);
+            Some(c) => {
                 let file = t.rel(&p.paths.inputs);
-                encoders::speech_values(&p.package, &c, p.provider, &p.inputs, &file, &names, &golden.frames)?
+                encoders::speech_values(&p.package, c, &bytes, p.provider, &p.inputs, &file, &names, &golden.frames)?
             }
         };
         for (k, placed) in &placed {

@@ -13,12 +13,9 @@ use crate::run::encoder_session::Features;
 use crate::run::runtime::{self, Provider};
 
 impl Decoder {
-    /// A session of `model` with `values` added to its outputs.
-    pub fn exposing(model: &Path, provider: Provider, values: &[&str]) -> Result<Decoder> {
-        let shown = model.display();
-        let bytes = std::fs::read(model).map_err(|e| Error::new(format!("{shown}: {e}")))?;
-        let _ = shown;
-        Decoder::with_session(exposed_session(model, &bytes, values, provider)?, model, provider)
+    /// A session of `model` (its file's `bytes`, as the caller read them) with `values` added to its outputs.
+    pub fn exposing(model: &Path, bytes: &[u8], provider: Provider, values: &[&str]) -> Result<Decoder> {
+        Decoder::with_session(exposed_session(model, bytes, values, provider)?, model, provider)
     }
 
     /// A prefill of `input` from an empty cache: each of `values` at the last prompt position, as float32, or why it
@@ -47,16 +44,16 @@ impl Decoder {
 /// A session of an in-memory copy of `model` (its file's `bytes`) with `values` added to its outputs.
 pub(crate) fn exposed_session(model: &Path, bytes: &[u8], values: &[&str], provider: Provider) -> Result<ort::session::Session> {
     let edited = onnx_bytes::with_outputs(bytes, values).map_err(|e| Error::new(format!("{}: exposing values: {e}", model.display())))?;
-    let data = data_folder(model, bytes)?;
+    let graph = onnx_bytes::Graph::parse(bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+    let data = data_folder(model, &graph)?;
     runtime::create_session_of(model, Some((&edited, &data)), provider)
 }
 
 /// Where the model's external data files really are: ONNX Runtime reads an in-memory model's external data from a
 /// folder it is told and refuses a path that leaves it, so a package whose data files are links (a scratch root's, a
 /// cache's) is read from the folder they lead to, each file keeping its name there.
-fn data_folder(model: &Path, bytes: &[u8]) -> Result<std::path::PathBuf> {
+fn data_folder(model: &Path, graph: &onnx_bytes::Graph) -> Result<std::path::PathBuf> {
     let dir = model.parent().unwrap_or(Path::new("."));
-    let graph = onnx_bytes::Graph::parse(bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
     let mut folder: Option<std::path::PathBuf> = None;
     for t in &graph.initializers {
         let onnx_bytes::Data::External { location, .. } = &t.data else { continue };
