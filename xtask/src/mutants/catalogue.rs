@@ -131,8 +131,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "per-layer-inputs-zeroed",
-        // The per-layer input multiplies the gate's output inside layer 0, before its projection.
-        module: Some("model.layers.0.per_layer_projection"),
+        // The edit zeroes the per-layer embedding table, which the reference's own module reads.
+        module: Some("model.embed_tokens_per_layer"),
         miss: None,
         bug: "per-layer inputs zeroed",
         case: "gemma4-tiny",
@@ -144,7 +144,9 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "vision-clamp-removed",
-        module: None,
+        // The first clamp that binds on the fixture's image: layer 0's q_proj input (the reference's own
+        // ClippableLinear bounds, checked against its inputs).
+        module: Some("model.vision_tower.encoder.layers.0.self_attn"),
         miss: None,
         bug: "the vision encoder's activation clamp removed",
         case: "gemma4-mm-tiny",
@@ -156,7 +158,8 @@ pub(super) const MUTANTS: &[Mutant] = &[
     Mutant {
         real: false,
         name: "audio-mask-inverted",
-        module: None,
+        // The edited Where is in layer 0's attention (mobius computes the mask bias there, once).
+        module: Some("model.audio_tower.layers.0.self_attn"),
         miss: None,
         bug: "the audio feature mask inverted",
         case: "gemma4-mm-tiny",

@@ -1,8 +1,8 @@
-//! The localize level's goldens (`<case>[.int4].modules.safetensors`): planned here for each text-only case with L4 (the
-//! float32 reference, and the int4 kernel-parity reference where the case has int4 builds), made by
-//! `xtask/reference/modules.py` (each module's output along the model at the last prompt position, with its own
-//! float32-vs-float64 noise), read back through the suite's own loader, and written like every golden: atomically,
-//! UNCHANGED within noise, held back without `--force`.
+//! The localize level's goldens (`<case>[.<modality>][.int4].modules.safetensors`): planned here for each case with
+//! L4, for each of its modalities (the float32 reference, and the int4 kernel-parity reference where the case has
+//! int4 builds of a text or speech-to-text model), made by `xtask/reference/modules.py` (each module's output along
+//! the model, a multimodal model's towers included, with its own float32-vs-float64 noise), read back through the
+//! suite's own loader, and written like every golden: atomically, UNCHANGED within noise, held back without `--force`.
 
 use std::path::{Path, PathBuf};
 
@@ -23,9 +23,10 @@ pub struct ModuleGoldens;
 /// What the counts at the end of a run call a module golden.
 const MODULES: Kind = Kind { order: 7, name: "localize module outputs" };
 
-/// One module golden to make: a case's text stream in one dtype.
+/// One module golden to make: a case's stream in one modality and dtype.
 pub struct ModuleJob {
     case: Case,
+    modality: Modality,
     raw: PathBuf,
     out: PathBuf,
     /// The prompt as the case's tokenizer.json encodes it: the reference's ids must match.
@@ -38,16 +39,19 @@ impl Job for ModuleGoldens {
     const REFERENCE: Reference = Reference { module: "modules", jobs_file: "modules.json" };
 
     fn plan(&self, scope: &Scope, case: &Case) -> Vec<Result<Planned<ModuleJob>, String>> {
-        // Text decoders fed token ids, and Whisper's decoder after its encoder. A multimodal package's decoder takes
-        // embeddings from its own session and names its modules without the reference's `language_model`: not yet.
-        let speech = case.is_speech_to_text();
         // The case file's first prompt (or clip) only: its module golden is the model's, at most 1 MiB per real case.
-        if !case.levels().contains(&Level::L4) || !(speech || case.modalities() == [Modality::Text]) || !case.is_first_prompt() {
+        if !case.levels().contains(&Level::L4) || !case.is_first_prompt() {
             return vec![];
         }
         let int4 = case.variants(&scope.suite.root).iter().any(|v| v.dtype == Dtype::Int4);
-        let dtypes = if int4 { vec![Dtype::F32, Dtype::Int4] } else { vec![Dtype::F32] };
-        dtypes.into_iter().map(|d| plan(scope, case, d)).collect()
+        // A speech-to-text case's one stream is its audio; a multimodal case has one per modality.
+        let modalities = if case.is_speech_to_text() { vec![Modality::Audio] } else { case.modalities() };
+        // int4 kernel parity dequantizes a text model or an encoder-decoder, as the case goldens do.
+        let parity = |m: Modality| int4 && (m == Modality::Text || case.is_speech_to_text());
+        let streams = modalities
+            .into_iter()
+            .flat_map(|m| [Dtype::F32, Dtype::Int4].into_iter().filter(move |d| *d == Dtype::F32 || parity(m)).map(move |d| (m, d)));
+        streams.map(|(m, d)| plan(scope, case, m, d)).collect()
     }
 
     fn case<'u>(&self, job: &'u ModuleJob) -> &'u Case {
@@ -71,21 +75,22 @@ impl Job for ModuleGoldens {
         let g = ModuleGolden::parse(&job.raw.display().to_string(), &bytes).map_err(|e| e.to_string())?;
         if g.input_ids != job.ids {
             return Err(format!(
-                "the reference tokenized the prompt to {:?} but tokenizer.json gives {:?}: the Rust and Python tokenizers disagree",
-                g.input_ids, job.ids
+                "the reference fed the ids {:?} but {} gives {:?}: the reference and the suite disagree on the prompt",
+                g.input_ids,
+                if job.modality == Modality::Text { "tokenizer.json" } else { "the stored inputs" },
+                job.ids
             ));
         }
-        let line = format!("modules    {}: {} modules, {} bytes", job.case.name, g.entries.len(), bytes.len());
+        let line = format!("modules    {} ({}): {} modules, {} bytes", job.case.name, job.modality.name(), g.entries.len(), bytes.len());
         // Two float32 runs of the reference on other CPUs differ by about its noise: within 1e-5, UNCHANGED.
         let diff = std::fs::read(&job.out).ok().map(|old| compare::safetensors(&old, &bytes, Some(1e-5)));
         Ok(vec![line, ledger.write_one(MODULES, &job.out, &shown, &bytes, diff.into())?])
     }
 }
 
-fn plan(scope: &Scope, case: &Case, dtype: Dtype) -> Result<Planned<ModuleJob>, String> {
+fn plan(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype) -> Result<Planned<ModuleJob>, String> {
     let suite = scope.suite;
     let root = &suite.root;
-    let modality = if case.is_speech_to_text() { Modality::Audio } else { Modality::Text };
     let out = suite.golden_paths(case, modality, dtype).modules;
     let skip = |why: &str| Ok(Planned::Skip(vec![format!("SKIPPED    {} ({why})", relative(root, &out))]));
     let (Some(reference), Some(prompt)) = (case.reference_dir(root), case.prompt()) else {
@@ -105,7 +110,8 @@ fn plan(scope: &Scope, case: &Case, dtype: Dtype) -> Result<Planned<ModuleJob>, 
             mobius_conformance::paths::confine(root, p, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
         }
     }
-    // Text: the prompt as tokenizer.json encodes it; speech: the forced prefix the stored inputs hold.
+    // Text: the prompt as tokenizer.json encodes it; speech and media: the ids the stored inputs hold (the forced
+    // prefix; the processor's chat template with its media tokens).
     let ids = match modality {
         Modality::Text => TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?,
         _ => {
@@ -120,26 +126,36 @@ fn plan(scope: &Scope, case: &Case, dtype: Dtype) -> Result<Planned<ModuleJob>, 
         Some(Err(why)) => return skip(&why),
     };
     let suffix = dtype.golden_suffix().map(|s| format!(".{s}")).unwrap_or_default();
-    let raw = scope.raw_dir.join(format!("{}{suffix}.modules.safetensors", case.name));
-    let audio: Vec<PathBuf> = case.spec.inputs.audio.iter().map(|a| root.join(a)).collect();
+    let raw = scope.raw_dir.join(format!("{}.{}{suffix}.modules.safetensors", case.name, modality.slug()));
+    // The media this stream's model hears and sees: a speech-to-text case's clip, a multimodal stream's media.
+    let speech = case.is_speech_to_text();
+    let media =
+        |files: &[String], wanted: bool| -> Vec<PathBuf> { if wanted { files.iter().map(|f| root.join(f)).collect() } else { vec![] } };
+    let images = media(&case.spec.inputs.images, !speech && matches!(modality, Modality::Image | Modality::ImageAudio));
+    let audio = media(&case.spec.inputs.audio, speech || matches!(modality, Modality::Audio | Modality::ImageAudio));
     if !case.spec.external_paths {
-        for a in &audio {
-            let what = format!("{}: field `inputs.audio`", case.file);
-            mobius_conformance::paths::confine(root, a, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
+        let named = images.iter().map(|p| ("inputs.images", p)).chain(audio.iter().map(|p| ("inputs.audio", p)));
+        for (field, p) in named {
+            let what = format!("{}: field `{field}`", case.file);
+            mobius_conformance::paths::confine(root, p, &what, mobius_conformance::paths::CASE_HINT).map_err(|e| e.to_string())?;
         }
     }
     let g = &case.spec.generation;
     let spec = serde_json::json!({
         "case": case.name,
         "task_type": case.spec.task_type,
+        // A multimodal stream's: processed as the case goldens' reference processes it.
+        "modality": if speech { "text" } else { modality.name() },
         "reference": reference,
+        "processor": reference,
         "tokenizer": tok,
         "prompt": prompt,
+        "images": images,
         "audio": audio,
         "language": g.lang,
         "task": g.task.map(mobius_conformance::plan::case::SpeechTask::name),
         "dequantize": dequantize,
         "out": raw,
     });
-    Ok(Planned::Make { spec, unit: ModuleJob { case: case.clone(), raw, out, ids } })
+    Ok(Planned::Make { spec, unit: ModuleJob { case: case.clone(), modality, raw, out, ids } })
 }

@@ -236,7 +236,7 @@ mod tests {
     }
 
     fn entry(module: &str, values: Vec<f32>, noise: f64) -> Entry {
-        Entry { module: module.into(), role: Role::Output, part: super::super::golden::Part::Decoder, values, noise }
+        Entry { module: module.into(), role: Role::Output, part: super::super::golden::Part::Decoder, rows: None, values, noise }
     }
 
     #[test]

@@ -11,11 +11,18 @@
 //!   fourth output (input + skip, the residual stream); an unfused norm reads it as the one activation from outside
 //!   (a value another node computes, not a Constant's, or a graph input; an initializer is neither).
 //!
-//! A path is looked for as the reference names it, then without its first component (a package that drops the
-//! reference's outer wrapper: Whisper's `model.decoder` is mobius' `decoder`).
+//! A path is looked for as the reference names it, then as mobius renames a multimodal model's parts ([`ALIASES`]:
+//! Gemma-4's `model.language_model` is `decoder.model` in the decoder and `embedding` in the embedding session, its
+//! `model.vision_tower.encoder` is `vision_encoder.encoder`, its projector `model.embed_vision` is `vision_encoder.projector`),
+//! then without its first component (a package that drops the reference's outer wrapper: Whisper's `model.decoder`
+//! is mobius' `decoder`). The first of these that names anything in the graph is the one placed.
 //!
-//! Where that is not exactly one value (a module ONNX Runtime's exporter fused away, two values leaving, a fused norm
-//! that does not output its sum), the module is reported unplaced, by name and why, never guessed.
+//! Where several values leave a module, two of them the operands of one fused `Skip*LayerNormalization`, its output
+//! is that node's sum (the residual add fused into the next norm). Otherwise the several are reported
+//! (`Unplaced::Several`), and the localization reads them all and keeps the one float tensor of the reference's size
+//! at the module's rows (a mask or positions computed once and handed on to later layers is neither). Where that is
+//! not exactly one value (a module ONNX Runtime's exporter fused away, a fused norm that does not output its sum), the
+//! module is reported unplaced, by name and why, never guessed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +47,32 @@ pub enum Unplaced {
     NoSum { node: String },
 }
 
+/// How mobius names the parts of a multimodal model that Hugging Face nests otherwise: (the reference's path, the
+/// package's), each rewriting that path and every path under it. One line per rename.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("model.language_model", "decoder.model"),
+    ("model.language_model", "embedding"),
+    ("model.vision_tower.encoder", "vision_encoder.encoder"),
+    ("model.vision_tower.patch_embedder", "vision_encoder.encoder.patch_embedder"),
+    ("model.embed_vision", "vision_encoder.projector"),
+    ("model.audio_tower", "audio_encoder.encoder"),
+    ("model.embed_audio", "audio_encoder.projector"),
+];
+
+/// The paths `module` is looked for under, in order: its own, its [`ALIASES`], and without its first component.
+pub fn candidates(module: &str) -> Vec<String> {
+    let mut out = vec![module.to_string()];
+    for (from, to) in ALIASES {
+        if let Some(rest) = module.strip_prefix(from).filter(|r| r.is_empty() || r.starts_with('.')) {
+            out.push(format!("{to}{rest}"));
+        }
+    }
+    if let Some((_, rest)) = module.split_once('.') {
+        out.push(rest.to_string());
+    }
+    out
+}
+
 /// The module a value's name says made it: `v_model.layers.0.mlp.Mul_68` -> `model.layers.0.mlp`.
 pub fn value_module(value: &str) -> Option<&str> {
     value.strip_prefix("v_").and_then(|v| v.rsplit_once('.')).map(|(m, _)| m)
@@ -51,6 +84,11 @@ pub fn node_module(node: &Node) -> Option<String> {
         return Some(m.to_string());
     }
     node.name.rsplit_once('/').map(|(path, _)| path.replace('/', "."))
+}
+
+/// A norm fused with the residual add before it (ONNX Runtime's contrib ops).
+fn is_skip_norm(n: &Node) -> bool {
+    n.op_type.ends_with("SkipSimplifiedLayerNormalization") || n.op_type.ends_with("SkipLayerNormalization")
 }
 
 /// Whether `module` is `parent` or one of its submodules.
@@ -111,21 +149,24 @@ impl<'g> Index<'g> {
         }
     }
 
-    /// Where `entry`'s tensor is: under its own path, else under the path without its first component (mobius
-    /// writes Whisper's `model.decoder.layers.0` as `decoder.layers.0`), else nowhere.
+    /// Where `entry`'s tensor is: under the first of its [`candidates`] paths that names anything here, else nowhere.
     pub fn place(&self, entry: &Entry) -> Placed {
-        match self.place_at(entry, &entry.module) {
-            Placed::Unplaced(Unplaced::Absent) => match entry.module.split_once('.') {
-                Some((_, rest)) => self.place_at(entry, rest),
-                None => Placed::Unplaced(Unplaced::Absent),
-            },
-            placed => placed,
-        }
+        candidates(&entry.module)
+            .iter()
+            .map(|m| self.place_at(entry, m))
+            .find(|p| *p != Placed::Unplaced(Unplaced::Absent))
+            .unwrap_or(Placed::Unplaced(Unplaced::Absent))
     }
 
     fn place_at(&self, entry: &Entry, module: &str) -> Placed {
         let found = match entry.role {
-            Role::Output => self.output_of(module),
+            Role::Output => match self.output_of(module) {
+                found if found.len() > 1 => match self.fused_sum(found) {
+                    Ok(found) => found,
+                    Err(u) => return Placed::Unplaced(u),
+                },
+                found => found,
+            },
             Role::Input => match self.input_of(module) {
                 Ok(found) => found,
                 Err(u) => return Placed::Unplaced(u),
@@ -154,12 +195,29 @@ impl<'g> Index<'g> {
         found
     }
 
+    /// Of several values leaving a module: where two of them are the input and the skip of one fused
+    /// `Skip*LayerNormalization`, the module's output is their sum, which that node computes as its fourth output (the
+    /// residual add the exporter fused into the next norm); others that leave it beside them are what it hands on
+    /// (positions, a padding mask).
+    fn fused_sum(&self, found: Vec<String>) -> Result<Vec<String>, Unplaced> {
+        let fused = self
+            .graph
+            .nodes
+            .iter()
+            .find(|n| is_skip_norm(n) && n.inputs.len() >= 2 && found.contains(&n.inputs[0]) && found.contains(&n.inputs[1]));
+        match fused {
+            None => Ok(found),
+            Some(n) => match n.outputs.get(3).filter(|s| !s.is_empty()) {
+                Some(sum) => Ok(vec![sum.clone()]),
+                None => Err(Unplaced::NoSum { node: n.label().to_string() }),
+            },
+        }
+    }
+
     fn input_of(&self, module: &str) -> Result<Vec<String>, Unplaced> {
         let own: Vec<&Node> =
             self.graph.nodes.iter().zip(&self.modules).filter(|(_, m)| inside(m.as_deref(), module)).map(|(n, _)| n).collect();
-        if let Some(fused) =
-            own.iter().find(|n| n.op_type.ends_with("SkipSimplifiedLayerNormalization") || n.op_type.ends_with("SkipLayerNormalization"))
-        {
+        if let Some(fused) = own.iter().find(|n| is_skip_norm(n)) {
             return match fused.outputs.get(3).filter(|s| !s.is_empty()) {
                 Some(sum) => Ok(vec![sum.clone()]),
                 None => Err(Unplaced::NoSum { node: fused.label().to_string() }),
@@ -195,7 +253,7 @@ mod tests {
     }
 
     fn entry(module: &str, role: Role) -> Entry {
-        Entry { module: module.into(), role, part: super::super::golden::Part::Decoder, values: vec![], noise: 0.0 }
+        Entry { module: module.into(), role, part: super::super::golden::Part::Decoder, rows: None, values: vec![], noise: 0.0 }
     }
 
     /// Gemma-3's layer as mobius writes it: an unfused input norm, attention, a norm fused with the residual add.
@@ -275,6 +333,35 @@ mod tests {
     }
 
     #[test]
+    fn a_module_whose_residual_add_is_fused_into_the_next_norm_outputs_the_norm_s_sum() {
+        // Gemma-4's patch embedder: its projection and position embedding are added by the first layer's fused norm;
+        // it also hands its positions on.
+        let mut g = Graph {
+            nodes: vec![
+                node("pe/MatMul_node_0", "MatMul", &["pixels", "w"], &["v_pe.input_proj.MatMul_0"]),
+                node("pe/Gather_node_1", "Gather", &["table", "positions"], &["v_pe.Gather_1"]),
+                node(
+                    "node_Skip_2",
+                    "SkipSimplifiedLayerNormalization",
+                    &["v_pe.input_proj.MatMul_0", "v_pe.Gather_1", "nw"],
+                    &["v_layers.0.input_layernorm.RMSNormalization_2", "", "", "val_2"],
+                ),
+                node("pe/Cast_node_3", "Cast", &["positions"], &["v_pe.Cast_3"]),
+                node("layers.0/attn/Mul_node_4", "Mul", &["v_layers.0.input_layernorm.RMSNormalization_2", "v_pe.Cast_3"], &["out"]),
+            ],
+            initializers: vec![],
+            inputs: vec!["pixels".into(), "positions".into()],
+            outputs: vec!["out".into()],
+        };
+        assert_eq!(Index::new(&g).place(&entry("pe", Role::Output)), Placed::Value("val_2".into()));
+        g.nodes[2].outputs.truncate(1);
+        assert_eq!(Index::new(&g).place(&entry("pe", Role::Output)), Placed::Unplaced(Unplaced::NoSum { node: "node_Skip_2".into() }));
+        // Without the fused add, the several values are reported, for the localization's read to settle.
+        g.nodes[2].op_type = "Add".into();
+        assert!(matches!(Index::new(&g).place(&entry("pe", Role::Output)), Placed::Unplaced(Unplaced::Several(v)) if v.len() == 3));
+    }
+
+    #[test]
     fn a_package_without_the_reference_s_outer_wrapper_is_read_one_component_in() {
         let g = Graph {
             nodes: vec![
@@ -294,6 +381,30 @@ mod tests {
         let ix = Index::new(&g);
         assert_eq!(ix.place(&entry("model.decoder.layers.0.fc1", Role::Output)), Placed::Value("v_decoder.layers.0.fc1.MatMul_1".into()));
         assert_eq!(ix.place(&entry("model.encoder.layers.0.fc1", Role::Output)), Placed::Unplaced(Unplaced::Absent));
+    }
+
+    #[test]
+    fn a_multimodal_model_s_parts_are_read_under_mobius_names_for_them() {
+        assert_eq!(
+            candidates("model.language_model.layers.0.mlp"),
+            ["model.language_model.layers.0.mlp", "decoder.model.layers.0.mlp", "embedding.layers.0.mlp", "language_model.layers.0.mlp"]
+        );
+        assert_eq!(candidates("model.embed_vision"), ["model.embed_vision", "vision_encoder.projector", "embed_vision"]);
+        // A rename rewrites whole path components only: `model.embed_visionary` is not under `model.embed_vision`.
+        assert_eq!(candidates("model.embed_visionary"), ["model.embed_visionary", "embed_visionary"]);
+        let g = Graph {
+            nodes: vec![node(
+                "vision_encoder/encoder/layers.0/mlp/MatMul_node_1",
+                "MatMul",
+                &["pixel_values", "w1"],
+                &["v_vision_encoder.encoder.layers.0.mlp.MatMul_1"],
+            )],
+            initializers: vec![],
+            inputs: vec!["pixel_values".into()],
+            outputs: vec!["v_vision_encoder.encoder.layers.0.mlp.MatMul_1".into()],
+        };
+        let placed = Index::new(&g).place(&entry("model.vision_tower.encoder.layers.0.mlp", Role::Output));
+        assert_eq!(placed, Placed::Value("v_vision_encoder.encoder.layers.0.mlp.MatMul_1".into()));
     }
 
     #[test]

@@ -19,7 +19,8 @@ impl Decoder {
     }
 
     /// A prefill of `input` from an empty cache: each of `values` at the last prompt position, as float32, or why it
-    /// cannot be read there (another element type, a shape without the prompt's positions).
+    /// cannot be read there (another element type, a shape without the prompt's positions). A value the decoder is
+    /// fed (a multimodal decoder's `inputs_embeds`) is read from what it is fed.
     pub fn prefill_exposed(
         &self,
         input: StepInput,
@@ -27,13 +28,25 @@ impl Decoder {
         values: &[&str],
     ) -> Result<Vec<std::result::Result<Vec<f32>, String>>> {
         let positions = input.len();
+        let names = &self.io.names;
+        let fed: Vec<Option<std::result::Result<Vec<f32>, String>>> = values
+            .iter()
+            .map(|name| match &input {
+                StepInput::Embeds { embeds, .. } if *name == names.inputs_embeds => Some(embeds),
+                StepInput::Embeds { per_layer: Some(p), .. } if *name == names.per_layer_inputs => Some(p),
+                _ => None,
+            })
+            .map(|v| v.map(|v| floats(v).and_then(|f| last_position(&f, positions))))
+            .collect();
         let past = self.new_cache_with(context)?;
         let (read, _) = self.forward_outputs(input, &past, |outputs: &SessionOutputs<'_>| {
             Ok(values
                 .iter()
-                .map(|name| match outputs.get(*name) {
-                    Some(v) => last_position(v, positions),
-                    None => Err(format!("the session did not return `{name}`")),
+                .zip(fed)
+                .map(|(name, fed)| match (outputs.get(*name), fed) {
+                    (_, Some(fed)) => fed,
+                    (Some(v), None) => floats(v).and_then(|f| last_position(&f, positions)),
+                    (None, None) => Err(format!("the session did not return `{name}`")),
                 })
                 .collect())
         })?;
@@ -41,10 +54,12 @@ impl Decoder {
     }
 }
 
-/// A session of an in-memory copy of `model` (its file's `bytes`) with `values` added to its outputs.
+/// A session of an in-memory copy of `model` (its file's `bytes`) with `values` added to its outputs (those it is
+/// fed are read from its inputs: an input is no node's output).
 pub(crate) fn exposed_session(model: &Path, bytes: &[u8], values: &[&str], provider: Provider) -> Result<ort::session::Session> {
-    let edited = onnx_bytes::with_outputs(bytes, values).map_err(|e| Error::new(format!("{}: exposing values: {e}", model.display())))?;
     let graph = onnx_bytes::Graph::parse(bytes).map_err(|e| Error::new(format!("{}: {e}", model.display())))?;
+    let made: Vec<&str> = values.iter().copied().filter(|v| !graph.inputs.iter().any(|i| i == v)).collect();
+    let edited = onnx_bytes::with_outputs(bytes, &made).map_err(|e| Error::new(format!("{}: exposing values: {e}", model.display())))?;
     let data = data_folder(model, &graph)?;
     runtime::create_session_of(model, Some((&edited, &data)), provider)
 }
@@ -77,25 +92,30 @@ fn data_folder(model: &Path, graph: &onnx_bytes::Graph) -> Result<std::path::Pat
     Ok(folder.unwrap_or_else(|| dir.to_path_buf()))
 }
 
-/// A value's rows `frames` of its `[1, frames, ...]`, one after another (an encoder's states).
-pub(crate) fn rows_at(v: &DynValue, frames: &[usize]) -> std::result::Result<Vec<f32>, String> {
-    let (shape, data) = floats(v)?;
-    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-    let [1, n, ..] = dims.as_slice() else { return Err(format!("shape {dims:?} is not [1, frames, ...]")) };
-    let row: usize = dims[2..].iter().product();
-    let mut out = Vec::with_capacity(frames.len() * row);
-    for &f in frames {
-        if f >= *n {
-            return Err(format!("frame {f} is past the value's {n} frames"));
+/// A tensor's rows `rows`, one after another: of its `[1, rows, ...]` (an encoder's states, a tower's patches), or
+/// of its `[rows, ...]` (a projector's output, padding dropped).
+pub fn rows_at(v: &Features, rows: &[usize]) -> std::result::Result<Vec<f32>, String> {
+    let dims: Vec<usize> = v.shape.iter().map(|&d| d.max(0) as usize).collect();
+    let skip = match dims.as_slice() {
+        [1, _, _, ..] => 1,
+        [_, ..] => 0,
+        [] => return Err("a scalar, not rows".into()),
+    };
+    let n = dims[skip];
+    let row: usize = dims[skip + 1..].iter().product();
+    let mut out = Vec::with_capacity(rows.len() * row);
+    for &f in rows {
+        if f >= n {
+            return Err(format!("row {f} is past the value's {n} rows (shape {dims:?})"));
         }
-        out.extend_from_slice(&data[f * row..(f + 1) * row]);
+        out.extend_from_slice(&v.data[f * row..(f + 1) * row]);
     }
     Ok(out)
 }
 
-/// A float tensor's shape and values as float32.
-fn floats(v: &DynValue) -> std::result::Result<(Vec<i64>, Vec<f32>), String> {
-    Ok(if let Ok((s, d)) = v.try_extract_tensor::<f32>() {
+/// A float tensor as float32.
+pub fn floats(v: &DynValue) -> std::result::Result<Features, String> {
+    let (shape, data) = if let Ok((s, d)) = v.try_extract_tensor::<f32>() {
         (s.to_vec(), d.to_vec())
     } else if let Ok((s, d)) = v.try_extract_tensor::<half::f16>() {
         (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
@@ -103,18 +123,18 @@ fn floats(v: &DynValue) -> std::result::Result<(Vec<i64>, Vec<f32>), String> {
         (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
     } else {
         return Err(format!("a value of type {:?}, not a float tensor", v.dtype()));
-    })
+    };
+    Ok(Features { shape, data })
 }
 
-/// A value's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.
-fn last_position(v: &DynValue, positions: usize) -> std::result::Result<Vec<f32>, String> {
-    let (shape, data) = floats(v)?;
-    let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+/// A tensor's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.
+pub fn last_position(v: &Features, positions: usize) -> std::result::Result<Vec<f32>, String> {
+    let dims: Vec<usize> = v.shape.iter().map(|&d| d.max(0) as usize).collect();
     let skip = match dims.as_slice() {
         [1, p, ..] if *p == positions => 2,
         [p, ..] if *p == positions => 1,
         _ => return Err(format!("shape {dims:?} has no axis of the prompt's {positions} positions where one is expected")),
     };
     let row: usize = dims[skip..].iter().product();
-    Ok(data[(positions - 1) * row..positions * row].to_vec())
+    Ok(v.data[(positions - 1) * row..positions * row].to_vec())
 }

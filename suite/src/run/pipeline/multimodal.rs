@@ -53,24 +53,38 @@ impl Embedder {
     /// prompt step only.
     pub fn input(&self, ids: &[i64], prompt_step: bool) -> Result<StepInput> {
         let c = &self.component;
-        let model = self.session.model.display();
+        let feeds = self.feeds(&self.session, ids, prompt_step)?;
+        let mut out = self.session.run(feeds, &[c.output("inputs_embeds"), c.output("per_layer_inputs")])?.into_iter();
+        let (embeds, per_layer) = (out.next().expect("asked for two outputs"), out.next());
+        Ok(StepInput::Embeds { embeds, per_layer, len: ids.len() })
+    }
+
+    /// The prompt step's feeds of `session` (this embedder's, or its exposed copy): `ids` and the media features.
+    fn feeds(&self, session: &Encoder, ids: &[i64], prompt_step: bool) -> Result<Vec<(String, SessionInputValue<'static>)>> {
+        let c = &self.component;
+        let model = session.model.display();
         let tensor_err = |err: ort::Error| Error::new(format!("{model}: {err}"));
         let empty = Features { shape: vec![0, self.hidden], data: Vec::new() };
         let media = |f: &Option<Features>| -> Result<SessionInputValue<'static>> {
             let f = f.as_ref().filter(|_| prompt_step).unwrap_or(&empty);
             Ok(Tensor::<f32>::from_array((f.shape.clone(), f.data.clone())).map_err(tensor_err)?.into())
         };
-        let feeds = vec![
+        Ok(vec![
             (
                 c.input("input_ids").to_string(),
                 Tensor::<i64>::from_array(([1, ids.len() as i64], ids.to_vec())).map_err(tensor_err)?.into(),
             ),
             (c.input("image_features").to_string(), media(&self.image_features)?),
             (c.input("audio_features").to_string(), media(&self.audio_features)?),
-        ];
-        let mut out = self.session.run(feeds, &[c.output("inputs_embeds"), c.output("per_layer_inputs")])?.into_iter();
-        let (embeds, per_layer) = (out.next().expect("asked for two outputs"), out.next());
-        Ok(StepInput::Embeds { embeds, per_layer, len: ids.len() })
+        ])
+    }
+
+    /// The embedding session's graph (its model file's `bytes`) with `values` exposed, run on the prompt `ids` and
+    /// this embedder's media features (`level::localize`).
+    pub fn values(&self, bytes: &[u8], ids: &[i64], values: &[&str]) -> Result<Vec<encoders::Exposed>> {
+        let session = Encoder::exposing(&self.session.model, bytes, self.session.provider, values)?;
+        let feeds = self.feeds(&session, ids, true)?;
+        encoders::exposed(&session, feeds, values)
     }
 
     /// The features the encoder of `media` (image or audio) computed, and this embedder with them zeroed
