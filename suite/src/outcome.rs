@@ -218,6 +218,9 @@ pub enum FailureKind {
     /// The device did not start (CUDA's provider, a device id, cuDNN): the machine's failure, never the package's,
     /// so no level lists it and no xfail entry absorbs it.
     Device,
+    /// An encoder level: the media encoder's features leave the reference's (or never reach the decoder). Never
+    /// expected: no xfail entry states it.
+    Features,
 }
 
 impl FailureKind {
@@ -233,10 +236,12 @@ impl FailureKind {
             FailureKind::Refused => "refused",
             FailureKind::Distribution => "distribution",
             FailureKind::Device => "device",
+            FailureKind::Features => "features",
         }
     }
 
-    /// The kinds an xfail entry may state: every one but `device`, the machine's failure, which none absorbs.
+    /// The kinds an xfail entry may state: every one but `device`, the machine's failure, which none absorbs, and
+    /// `features`, an encoder's, which is never expected.
     fn parse(s: &str) -> Option<FailureKind> {
         [
             FailureKind::Logits,
@@ -266,6 +271,7 @@ impl FailureKind {
             FailureKind::Refused => "the runtime refused the package",
             FailureKind::Distribution => "next-token distributions too far from the fp32 reference's",
             FailureKind::Device => "the device did not start",
+            FailureKind::Features => "an encoder's features differ from the reference's",
         }
     }
 }
@@ -281,7 +287,7 @@ impl<'de> Deserialize<'de> for FailureKind {
         let s = String::deserialize(d)?;
         FailureKind::parse(&s).ok_or_else(|| {
             de::Error::custom(format!(
-                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution (`device`, the machine's failure, is never expected)"
+                "unknown failure {s:?}, expected one of logits, tokens, step_logits, accuracy, prompt, non_finite, vocab_size, refused, distribution (`device`, the machine's failure, and `features`, an encoder's, are never expected)"
             ))
         })
     }

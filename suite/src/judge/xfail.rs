@@ -234,7 +234,10 @@ mod tests {
     #[test]
     fn a_device_that_did_not_start_is_never_an_expected_failure() {
         let e = serde_saphyr::from_str::<Expect>("{ failure: device }").unwrap_err().to_string();
-        assert!(e.contains("unknown failure \"device\"") && e.contains("is never expected"), "{e}");
+        assert!(e.contains("unknown failure \"device\"") && e.contains("are never expected"), "{e}");
+        // Nor an encoder's features: a tower that computes other features is never the expectation.
+        let e = serde_saphyr::from_str::<Expect>("{ failure: features }").unwrap_err().to_string();
+        assert!(e.contains("unknown failure \"features\"") && e.contains("`features`, an encoder's"), "{e}");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub trait Kind: Sync {
         false
     }
 
-    /// Whether a prefill failure of it (`logits`, `non_finite`) is localized along the model afterwards
+    /// Whether a measured failure of it (`logits`, `non_finite`, an encoder's `features`) is localized along the model afterwards
     /// ([`localize`]): its failure then names the first module out of the reference's noise, which an xfail entry may
     /// state (`first_module`).
     fn localizes(&self) -> bool {

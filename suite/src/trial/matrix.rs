@@ -12,6 +12,7 @@ use crate::accuracy::resolve::{ResolvedTask, TaskKind};
 
 use crate::error::Error;
 use crate::level::{self, Kind};
+use crate::outcome::FailureKind;
 use crate::plan::case::Case;
 use crate::plan::corpus;
 use crate::plan::suite::{BrokenCase, Suite, TrialKind, TrialSpec};
@@ -145,12 +146,15 @@ fn check_xfail(case: &Case, targets: &[Target]) -> Result<(), Error> {
                     names(|k| k.failures().contains(&kind), " or ")
                 )));
             }
-            if let Some(l) = x.levels.iter().find(|&&l| e.first_module.is_some() && !level::of(l).localizes()) {
+            // A module an entry may state: of a level that localizes a failure an entry may state (not an encoder's).
+            let states_module =
+                |k: &dyn Kind| k.localizes() && k.failures().iter().any(|f| matches!(f, FailureKind::Logits | FailureKind::NonFinite));
+            if let Some(l) = x.levels.iter().find(|&&l| e.first_module.is_some() && !states_module(level::of(l))) {
                 return Err(Error::new(format!(
                     "{}: field {at}.expect.first_module` is given, but only {}'s failures are localized to a module and \
                      `levels` lists {l}",
                     case.file,
-                    names(|k| k.localizes(), " or ")
+                    names(states_module, " or ")
                 )));
             }
             if let Some(l) = x.levels.iter().find(|&&l| e.first_position.is_some() && !level::of(l).states_position()) {

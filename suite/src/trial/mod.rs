@@ -80,7 +80,8 @@ fn run_as(suite: &Suite, spec: &TrialSpec, ctx: &RunContext, as_level: Option<cr
     // A failed verdict of a level that localizes is localized along the model; a pass or an error pays nothing, and
     // so does a failure a strict xfail entry expects without asking where (its module is known, or not wanted).
     let unasked = t.xfail().and_then(|x| x.expect.as_ref()).is_some_and(|e| e.first_module.is_none());
-    let prefill_failed = outcome.failure.as_ref().is_some_and(|f| matches!(f.kind, FailureKind::Logits | FailureKind::NonFinite));
+    let prefill_failed =
+        outcome.failure.as_ref().is_some_and(|f| matches!(f.kind, FailureKind::Logits | FailureKind::NonFinite | FailureKind::Features));
     let outcome = match prefill_failed && kind.localizes() && !unasked {
         true => level::localize::after_failure(&t, outcome),
         false => outcome,

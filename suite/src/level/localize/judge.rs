@@ -62,6 +62,8 @@ pub struct Row {
     pub role: Role,
     /// The package's value that carries it (`None`: unplaced).
     pub value: Option<String>,
+    /// The rows of its tensor compared (an encoder's frames, a tower's patches); `None`: the last prompt position.
+    pub rows: Option<Vec<usize>>,
     pub state: State,
 }
 
@@ -202,7 +204,7 @@ pub fn judge(entries: &[Entry], got: Vec<Got>, value: Vec<Option<String>>, tol: 
         {
             largest = Some((m, i));
         }
-        rows.push(Row { module: e.module.clone(), role: e.role, value, state });
+        rows.push(Row { module: e.module.clone(), role: e.role, value, rows: e.rows.clone(), state });
     }
     let first = rows.iter().position(|r| r.state.is_news());
     Localization { rows, first, bound: bound(tol) }

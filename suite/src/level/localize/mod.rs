@@ -5,7 +5,7 @@
 //! is the verdict's news (`render`).
 //!
 //! It is never planned on its own, so a passing run pays nothing: a failing trial of a level that localizes
-//! (`Kind::localizes`: L4) runs it after its verdict, and its failure then names the module, which a strict xfail
+//! (`Kind::localizes`: L4, genai, the encoder levels) runs it after its verdict, and its failure then names the module, which a strict xfail
 //! may state (`first_module`). `cargo xtask localize <trial>` runs it on demand, on a passing trial too.
 
 pub mod golden;

@@ -82,7 +82,11 @@ pub fn headline(l: &Localization) -> String {
         ),
         _ => unreachable!("the first row is news"),
     };
-    format!("{what} (at the last prompt position); {before} modules before it within noise; {later} {tail}")
+    let at = match &r.rows {
+        None => "at the last prompt position".to_string(),
+        Some(rows) => format!("at rows {} of its tensor", rows.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
+    };
+    format!("{what} ({at}); {before} modules before it within noise; {later} {tail}")
 }
 
 /// The line a failing trial's message gains when nothing was localized, and why.
