@@ -18,17 +18,26 @@ use mobius_conformance::run::runtime::Provider;
 use mobius_conformance::trial;
 use mobius_conformance::vocab::Device;
 
-use crate::bench::{Stats, package, peak_rss_mb, prompt_ids, suite_decode, suite_prefill, synthetic};
+use crate::bench::{Stats, package_in, peak_rss_mb, prompt_ids_in, suite_decode, suite_prefill, synthetic};
 
 pub fn gpu_check(args: &[String]) -> Result<(), String> {
-    let device = match args {
-        [] => RunContext::from_env().ok().map(|c| c.device).filter(|d| *d != Device::Cpu).unwrap_or(Device::Cuda { id: 0 }),
-        [flag, d] if flag == "--device" => Device::parse(d).ok_or_else(|| format!("--device {d:?}: expected cuda or cuda:<id>"))?,
-        other => return Err(format!("gpu-check: unexpected arguments {other:?}; usage: cargo xtask gpu-check [--device cuda:<id>]")),
-    };
+    let mut device = RunContext::from_env().ok().map(|c| c.device).filter(|d| *d != Device::Cpu).unwrap_or(Device::Cuda { id: 0 });
+    let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, std::path::PathBuf::from);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.next()) {
+            ("--device", Some(d)) => device = Device::parse(d).ok_or_else(|| format!("--device {d:?}: expected cuda or cuda:<id>"))?,
+            ("--root", Some(r)) => root = r.into(),
+            _ => {
+                return Err(format!(
+                    "gpu-check: unexpected arguments {args:?}; usage: cargo xtask gpu-check [--device cuda:<id>] [--root DIR]"
+                ));
+            }
+        }
+    }
     let Device::Cuda { id } = device else { return Err("gpu-check runs on CUDA; --device cpu makes no sense here".into()) };
     let started = Instant::now();
-    let suite = Suite::open(&workspace_root());
+    let suite = Suite::open(&root);
     let (plan, not_on_cuda): (Vec<_>, Vec<_>) =
         mobius_conformance::trial::matrix::plan(&suite).into_iter().partition(|t| t.id.level().is_none_or(|l| level::of(l).runs_on_cuda()));
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
@@ -43,9 +52,9 @@ pub fn gpu_check(args: &[String]) -> Result<(), String> {
     // The CUDA part of the benchmark: the same loops on both providers, so the ratio says what CUDA buys here, and
     // the same greedy tokens, so a device bug the trials' goldens miss still fails the check.
     let (mut lines, mut checks, mut errors) = (Vec::new(), Vec::new(), Vec::new());
-    let prompt = prompt_ids()?;
+    let prompt = prompt_ids_in(&root)?;
     for m in ["qwen3-tiny", "gemma4-tiny"] {
-        let pkg = package(m, "default");
+        let pkg = package_in(&root, m, "default");
         let cuda = suite_decode(&pkg, &prompt, 128, 5, Provider::Cuda { id });
         let cpu = suite_decode(&pkg, &prompt, 128, 5, Provider::Cpu);
         match (cuda, cpu) {

@@ -7,6 +7,7 @@
 mod bench;
 mod ci;
 mod gpu;
+mod gpu_bundle;
 mod localize;
 mod mutants;
 mod new_case;
@@ -136,9 +137,23 @@ const TASKS: &[(&str, &str)] = &[
     (
         "gpu-check",
         "\
-  gpu-check [--device cuda:<id>]
+  gpu-check [--device cuda:<id>] [--root DIR]
       On a machine with an NVIDIA GPU: every trial on CUDA (strict, TF32 off) and the CUDA part of the bench,
-      with one summary. Non-zero exit when a trial fails or CUDA does not start.
+      with one summary. Non-zero exit when a trial fails or is skipped, when CUDA's greedy tokens are not the
+      CPU's, or when CUDA does not start.
+",
+    ),
+    (
+        "gpu-bundle",
+        "\
+  gpu-bundle --out DIR [--flavor gpu|cpu] [--real] [--nvidia] [--bin-dir DIR] [--part-mib N]
+      Everything an air-gapped GPU runner with no Rust toolchain needs for gpu-check, built here: release builds
+      of xtask and the conformance harness (or --bin-dir's executables), ONNX Runtime from the hash-locked wheel
+      (onnxruntime-gpu, or --flavor cpu), the suite's cases, fixtures, goldens and test data (--real: the real
+      tier's packages too), as one archive in parts of at most N MiB (60, the most), with MANIFEST.sha256 and
+      run.sh. The CUDA libraries are the runner's own (PyTorch's nvidia wheels, checked by run.sh), or the
+      lock's with --nvidia. On the runner: `sh run.sh` (gpu-check); `MOBIUS_TEST_DEVICE=cpu sh run.sh --filter
+      SUBSTR` runs the CPU trials through `xtask ci` instead.
 ",
     ),
     (
@@ -226,6 +241,7 @@ fn main() -> ExitCode {
         "localize" => localize::localize(rest),
         "bench" => bench::bench(rest),
         "gpu-check" => gpu::gpu_check(rest),
+        "gpu-bundle" => gpu_bundle::gpu_bundle(rest),
         "reference-data" => regen::reference_data(rest),
         "lock" => venv::lock_task(rest),
         "venv" => venv::ensure().map(|p| println!("{}", p.display())),

@@ -19,12 +19,22 @@ pub(super) const MODELS: [&str; 4] = ["qwen3-tiny", "llama-tiny", "gemma3-tiny",
 pub(super) const FLAVOURS: [&str; 2] = ["default", "cpu"];
 
 pub fn package(model: &str, flavour: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(model).join("onnx").join(format!("{flavour}-f32"))
+    package_in(&workspace_root(), model, flavour)
+}
+
+/// A fixture's f32 package of `flavour` in the suite root `root`.
+pub fn package_in(root: &std::path::Path, model: &str, flavour: &str) -> PathBuf {
+    root.join("fixtures").join(model).join("onnx").join(format!("{flavour}-f32"))
 }
 
 /// The case's prompt, as the suite tokenizes it.
 pub fn prompt_ids() -> Result<Vec<i64>, String> {
-    let tok = TextTokenizer::load(&workspace_root().join("fixtures/tokenizer")).map_err(|e| e.to_string())?;
+    prompt_ids_in(&workspace_root())
+}
+
+/// The same, with the tokenizer of the suite root `root`.
+pub fn prompt_ids_in(root: &std::path::Path) -> Result<Vec<i64>, String> {
+    let tok = TextTokenizer::load(&root.join("fixtures/tokenizer")).map_err(|e| e.to_string())?;
     tok.encode("Question: What is the capital of France?\nAnswer: The capital of France is Paris, a city known for")
         .map_err(|e| e.to_string())
 }

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use options::{Options, parse};
 
 // What the CUDA bench (`gpu.rs`) measures with.
-pub use loops::{package, peak_rss_mb, prompt_ids, suite_decode, suite_prefill, synthetic};
+pub use loops::{package_in, peak_rss_mb, prompt_ids_in, suite_decode, suite_prefill, synthetic};
 pub use stats::Stats;
 
 /// A run's output so far: the table's lines, the report's entries, the sections that report no figure, and the two
