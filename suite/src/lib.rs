@@ -59,6 +59,7 @@ pub mod run {
     pub mod genai;
     pub mod generate;
     pub mod pipeline;
+    pub mod placement;
     pub mod runtime;
     pub mod sessions;
     pub mod timing;

@@ -155,6 +155,10 @@ pub(super) fn create_session_of(model: &Path, edited: Option<(&[u8], &Path)>, pr
     if !model.is_file() {
         bail!("{}: no such model file", model.display());
     }
+    // While placement is being checked (`gpu-check`), ONNX Runtime's profiler records where each node runs.
+    if let Some(prefix) = crate::run::placement::register(model, provider) {
+        b = b.with_profiling(&prefix).map_err(|e| fail("turning on ONNX Runtime's profiler", &e))?;
+    }
     // The file is there: a refusal now is the package's (an invalid graph), not the set-up's, if the device starts.
     let session = timing::timed_load(|| match edited {
         Some((bytes, _)) => b.commit_from_memory(bytes),

@@ -63,6 +63,13 @@ impl Shared for Loaded {
     }
 }
 
+/// Drops every session of the process's cache (those still held elsewhere live on with their holders): ONNX
+/// Runtime then writes the profiles of the profiled ones ([`crate::run::placement`]). Returns how many it held.
+pub fn clear() -> usize {
+    let dropped = process_cache().lock().unwrap_or_else(|p| p.into_inner()).clear();
+    dropped.len()
+}
+
 /// The process's cache, with the cap its settings give.
 fn process_cache() -> &'static Mutex<SessionCache<(PathBuf, Provider), Loaded>> {
     static CACHE: OnceLock<Mutex<SessionCache<(PathBuf, Provider), Loaded>>> = OnceLock::new();
@@ -136,6 +143,12 @@ impl<K: Hash + Eq + Clone, V: Shared> SessionCache<K, V> {
         let dropped = self.evict(key);
         self.counts.peak_alive = self.counts.peak_alive.max(self.entries.len());
         (cell, dropped)
+    }
+
+    /// Every entry, removed (for the caller to drop after releasing its lock).
+    pub fn clear(&mut self) -> Vec<Cell<V>> {
+        self.counts.dropped += self.entries.len();
+        self.entries.drain().map(|(_, (cell, _))| cell).collect()
     }
 
     /// Drops least recently used entries nobody holds until the cache is within its cap (or none is left to drop).
