@@ -198,3 +198,34 @@ fn the_baselines_predictions_score_as_lmms_eval_scores_them() {
     }
     assert_eq!(checked, 2 * (4 + 4 + 2 + 3) + 2 * 237, "predictions cross-checked");
 }
+
+/// lmms-eval's `ConfigurableTask.process_results` strips every `generate_until` result before the task's own
+/// function sees it, so ChartQA's relaxed accuracy scores a prediction that ends in a space, a newline or a tab as
+/// the same prediction stripped (lmms-eval 0.7.3: 1 for each of these; the scorer alone, unstripped: 0).
+#[test]
+fn the_task_path_strips_the_prediction_as_lmms_eval_s_configurable_task_does() {
+    use mobius_conformance::accuracy::lmms::{MediaItem, MediaTask};
+    use mobius_conformance::accuracy::media_gate::{self, Output};
+    use mobius_conformance::accuracy::protocol::{MediaRule, PromptFormat, Protocol};
+    let root = workspace_root();
+    let data = root.join("tests/data/lmms/hub/datasets--lmms-lab-encoder--ChartQA/snapshots/fixture");
+    let task = MediaTask::load(&root, "tests/data/lmms/lmms_eval_tasks/chartqa/chartqa.yaml", Some(&data), None, None).unwrap();
+    let base = task.items().unwrap().remove(0);
+    let cases =
+        [("50% ", "0.5", 1.0), ("Paris\n", "paris", 1.0), ("\tNo", "no", 1.0), ("\u{1f}12\u{85}", "12", 1.0), ("Paris\n", "London", 0.0)];
+    let items: Vec<MediaItem> = cases.iter().map(|(_, a, _)| MediaItem { answers: vec![a.to_string()], ..base.clone() }).collect();
+    let outs: Vec<Output> = cases.iter().map(|(p, _, _)| Output { full: p.to_string(), margin: None }).collect();
+    let protocol = Protocol {
+        prompt: PromptFormat::ChatTemplate,
+        system_prompt: None,
+        media: MediaRule::AsGiven,
+        answer_after: None,
+        ignore_stop_strings: true,
+    };
+    let got = media_gate::scores(&task, &items, &outs, &protocol, false);
+    for ((case, score), want) in cases.iter().zip(&got).map(|(c, s)| (c, s.values[&task.metric])).zip(cases.iter().map(|c| c.2)) {
+        assert_eq!(score, want, "{case:?}");
+    }
+    // The scorer itself is lmms-eval's relaxed_correctness, which does not strip.
+    assert!(!relaxed::item("50% ", "0.5") && relaxed::item("50%", "0.5"));
+}

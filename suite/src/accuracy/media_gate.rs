@@ -211,7 +211,9 @@ pub enum MediaGateReason {
     },
 }
 
-/// Scores of outputs under the task's stop list and the protocol's answer rule.
+/// Scores of outputs under the task's stop list and the protocol's answer rule. The task's scorer gets what
+/// lmms-eval 0.7.3's `ConfigurableTask.process_results` hands a task's own function: every `generate_until` result
+/// stripped (Python's `str.strip()`), whatever the task.
 pub fn scores(task: &MediaTask, items: &[MediaItem], outputs: &[Output], protocol: &Protocol, cut: bool) -> Vec<ItemScore> {
     let until = protocol.stops(&task.until);
     items
@@ -219,7 +221,7 @@ pub fn scores(task: &MediaTask, items: &[MediaItem], outputs: &[Output], protoco
         .zip(outputs)
         .map(|(it, o)| {
             let text = if cut { cut_at_stop(&o.full, until) } else { &o.full };
-            task.family.scorer().score(it, protocol.answer(text))
+            task.family.scorer().score(it, crate::accuracy::python_str::py_strip(protocol.answer(text)))
         })
         .collect()
 }

@@ -5,7 +5,8 @@
 //! relative error (`<=`). A string ending in `%` reads as its number over 100 (every trailing `%` is dropped). A
 //! number is what Python's `float()` accepts: surrounding whitespace, `_` between digits, any script's decimal
 //! digits, exponents, `inf` and `nan`; "1,000" is not one. Otherwise, and for a target of 0, the two must be equal
-//! once lowercased. The prediction is scored as generated (no strip).
+//! once lowercased. The prediction is scored as given; the gate's task path strips it first, as lmms-eval's
+//! `ConfigurableTask.process_results` does for every task (`media_gate::scores`).
 
 use crate::accuracy::python_str::{py_decimal, py_is_space, py_lower};
 

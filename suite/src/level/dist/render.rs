@@ -172,9 +172,9 @@ fn shown_of(d: &DistReport) -> Shown {
     rows.push(("scored positions", format!("{} (top {} + tail)", st.positions, d.k)));
     rows.push(("floor", format!("{}: mean {:.3e}, 99.0% {:.3e}", d.floor.against, d.floor.mean_kld, d.floor.p99_kld)));
     // The distribution itself: the KL at each percentile of the positions (the quantile function), 100 points.
-    let mut sorted = d.kld.clone();
-    sorted.sort_by(f64::total_cmp);
-    let quantiles: Vec<Option<f64>> = (0..=100).map(|p| Some(percentile(&sorted, p as f64 / 100.0)).filter(|v| *v > 0.0)).collect();
+    let mut sorted: Vec<f32> = d.kld.iter().map(|&v| v as f32).collect();
+    sorted.sort_by(f32::total_cmp);
+    let quantiles: Vec<Option<f64>> = (0..=100).map(|p| Some(percentile(&sorted, p as f32 / 100.0) as f64).filter(|v| *v > 0.0)).collect();
     plots.push(svg::line_chart(&LineChart {
         title: "KL from the fp32 reference at each percentile of the positions",
         x_label: "percentile",

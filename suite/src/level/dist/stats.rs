@@ -92,30 +92,62 @@ impl Spread {
     }
 }
 
-/// Linear interpolation between the two nearest ranks of sorted values (llama.cpp's and numpy's default).
-pub fn percentile(sorted: &[f64], fraction: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+/// Linear interpolation between the two nearest ranks of sorted values, as llama.cpp's `kl_divergence` computes it:
+/// in float32 (its values and fraction are floats), the ends exact.
+pub fn percentile(sorted: &[f32], fraction: f32) -> f32 {
+    match sorted {
+        [] => f32::NAN,
+        [first, ..] if fraction <= 0.0 => *first,
+        [.., last] if fraction >= 1.0 => *last,
+        _ => {
+            let mut p = fraction * (sorted.len() - 1) as f32;
+            let i = p as usize;
+            p -= i as f32;
+            (1.0 - p) * sorted[i] + p * sorted[(i + 1).min(sorted.len() - 1)]
+        }
     }
-    let p = fraction.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let i = p.floor() as usize;
-    let f = p - i as f64;
-    let j = (i + 1).min(sorted.len() - 1);
-    (1.0 - f) * sorted[i] + f * sorted[j]
 }
 
+/// llama.cpp's median: the middle value, or the float32 mean of the two middle ones.
+fn median(sorted: &[f32]) -> f32 {
+    match sorted.len() {
+        0 => f32::NAN,
+        n if n % 2 == 0 => 0.5 * (sorted[n / 2] + sorted[n / 2 - 1]),
+        n => sorted[n / 2],
+    }
+}
+
+/// The spread of `values` as llama.cpp prints it: each value stored as float32 (its `kld_values` and
+/// `p_diff_values`), sorted, read at `percents` (50: the median).
 fn spread(values: &[f64], percents: &[f64]) -> Spread {
-    let mut s = values.to_vec();
-    s.sort_by(f64::total_cmp);
-    Spread { points: percents.iter().map(|&p| (p, percentile(&s, p / 100.0))).collect() }
+    let mut s: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    s.sort_by(f32::total_cmp);
+    let at = |p: f64| if p == 50.0 { median(&s) } else { percentile(&s, (p / 100.0) as f32) };
+    Spread { points: percents.iter().map(|&p| (p, at(p) as f64)).collect() }
 }
 
+/// llama.cpp's `mean_and_uncertainty`: the mean, and the standard error of the mean only with more than 10 values
+/// and a positive variance (0 otherwise); (0, 0) with none.
 fn mean_err(values: &[f64]) -> Estimate {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let sq = values.iter().map(|v| v * v).sum::<f64>() / n;
-    let uncertainty = if n > 1.0 { ((sq - mean * mean).max(0.0) / (n - 1.0)).sqrt() } else { f64::NAN };
+    let n = values.len();
+    if n < 1 {
+        return Estimate { value: 0.0, uncertainty: 0.0 };
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|v| v * v).sum::<f64>() / n as f64 - mean * mean;
+    let uncertainty = if var > 0.0 && n > 10 { (var / (n - 1) as f64).sqrt() } else { 0.0 };
     Estimate { value: mean, uncertainty }
+}
+
+/// llama.cpp's `covariance` of two series' means: 0 with fewer than 10 values.
+fn covariance_of_means(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len();
+    if n < 10 {
+        return 0.0;
+    }
+    let n = n as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    (a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>() / n - ma * mb) / (n - 1.0)
 }
 
 /// The perplexity statistics, printed (as llama.cpp does) only with at least [`MIN_PPL_POSITIONS`] positions.
@@ -161,7 +193,8 @@ impl Stats {
             kld_spread: spread(&kld, &KLD_PERCENTS),
             delta_p: mean_err(&dp),
             delta_p_spread: spread(&dp, &DP_PERCENTS),
-            rms_delta_p: Estimate { value: rms, uncertainty: if rms > 0.0 { ms.uncertainty / (2.0 * rms) } else { 0.0 } },
+            // llama.cpp: 0.5 / rms * its uncertainty, NaN when every Δp is 0.
+            rms_delta_p: Estimate { value: rms, uncertainty: 0.5 / rms * ms.uncertainty },
             same_top: Estimate { value: same, uncertainty: if n > 1 { (same * (1.0 - same) / (n - 1) as f64).sqrt() } else { f64::NAN } },
             perplexity: (n >= MIN_PPL_POSITIONS).then(|| perplexity(positions)),
         }
@@ -173,28 +206,28 @@ impl Stats {
 }
 
 fn perplexity(positions: &[Position]) -> Perplexity {
-    let n = positions.len() as f64;
     let nlq: Vec<f64> = positions.iter().map(|p| -p.logq_target).collect();
     let nlp: Vec<f64> = positions.iter().map(|p| -p.logp_target).collect();
     let (q, p) = (mean_err(&nlq), mean_err(&nlp));
-    let cov = nlq.iter().zip(&nlp).map(|(a, b)| a * b).sum::<f64>() / n - q.value * p.value;
-    let var = |v: &[f64], m: f64| v.iter().map(|x| x * x).sum::<f64>() / n - m * m;
-    let (vq, vp) = (var(&nlq, q.value), var(&nlp, p.value));
-    let cor = cov / (vq * vp).sqrt();
-    let ln: Vec<f64> = nlq.iter().zip(&nlp).map(|(a, b)| a - b).collect();
-    let ln_ratio = mean_err(&ln);
+    // llama.cpp's propagation: the covariance of the two means, d(PPL) = PPL * d(ln PPL).
+    let cov = covariance_of_means(&nlq, &nlp);
+    let ln_ratio = Estimate {
+        value: q.value - p.value,
+        uncertainty: (q.uncertainty * q.uncertainty + p.uncertainty * p.uncertainty - 2.0 * cov).sqrt(),
+    };
     let (ppl_q, ppl_base) = (q.value.exp(), p.value.exp());
+    let (unc_q, unc_base) = (ppl_q * q.uncertainty, ppl_base * p.uncertainty);
     let ratio = ln_ratio.value.exp();
-    // llama.cpp's propagation: d(PPL) = PPL * d(ln PPL), with the covariance of the two means for the difference.
-    let cov_means = cov / (n - 1.0);
-    let diff_var = ppl_q * ppl_q * q.uncertainty.powi(2) + ppl_base * ppl_base * p.uncertainty.powi(2) - 2.0 * ppl_q * ppl_base * cov_means;
     Perplexity {
-        ppl_q: Estimate { value: ppl_q, uncertainty: ppl_q * q.uncertainty },
-        ppl_base: Estimate { value: ppl_base, uncertainty: ppl_base * p.uncertainty },
-        cor,
+        ppl_q: Estimate { value: ppl_q, uncertainty: unc_q },
+        ppl_base: Estimate { value: ppl_base, uncertainty: unc_base },
+        cor: cov / (q.uncertainty * p.uncertainty),
         ln_ratio,
         ratio: Estimate { value: ratio, uncertainty: ratio * ln_ratio.uncertainty },
-        difference: Estimate { value: ppl_q - ppl_base, uncertainty: diff_var.max(0.0).sqrt() },
+        difference: Estimate {
+            value: ppl_q - ppl_base,
+            uncertainty: (unc_q * unc_q + unc_base * unc_base - 2.0 * ppl_q * ppl_base * cov).sqrt(),
+        },
     }
 }
 
@@ -260,12 +293,38 @@ mod tests {
     }
 
     #[test]
-    fn percentiles_interpolate_like_numpy() {
-        let v = [1.0, 2.0, 3.0, 4.0, 10.0];
+    fn percentiles_interpolate_in_float32_like_llama_cpp() {
+        let v = [1.0f32, 2.0, 3.0, 4.0, 10.0];
         assert_eq!(percentile(&v, 0.5), 3.0);
         assert_eq!(percentile(&v, 1.0), 10.0);
         assert_eq!(percentile(&v, 0.0), 1.0);
-        assert!((percentile(&v, 0.99) - 9.76).abs() < 1e-12);
+        // llama.cpp's arithmetic: p = 0.99f * 4 in float32, then (1 - p) * v[3] + p * v[4] in float32.
+        let p = 0.99f32 * 4.0 - 3.0;
+        assert_eq!(percentile(&v, 0.99), (1.0 - p) * 4.0 + p * 10.0);
+        assert_eq!((median(&v), median(&v[..4])), (3.0, 0.5 * (3.0 + 2.0)));
+        // The float32 spread differs from float64 interpolation in the last bits (the issue measured up to 3.5e-5).
+        let s = spread(&[0.1, 0.2, 0.30000001, 0.7], &[99.9, 50.0]);
+        assert_eq!(s.at(99.9), Some(percentile(&[0.1f32, 0.2, 0.3, 0.7], 0.999) as f64));
+        assert_eq!(s.at(50.0), Some((0.5f32 * (0.3f32 + 0.2f32)) as f64));
+    }
+
+    #[test]
+    fn small_counts_and_zero_differences_are_llama_cpp_s_numbers() {
+        let at = |n: usize, dp: f64| -> Vec<Position> {
+            (0..n).map(|i| Position { kld: i as f64 * 1e-3, delta_p: dp, logq_target: -1.0, logp_target: -1.0, same_top: true }).collect()
+        };
+        // Ten or fewer values: llama.cpp's `count > 10` guard gives an uncertainty of 0, never a sample error or NaN.
+        for n in [1, 2, 10] {
+            let s = Stats::of(&at(n, 0.01));
+            assert_eq!(s.kld.uncertainty, 0.0, "{n} positions");
+        }
+        assert!(Stats::of(&at(11, 0.01)).kld.uncertainty > 0.0);
+        // Every Δp 0: its RMS is 0 and llama.cpp's uncertainty of it is 0.5 / 0 * 0: NaN.
+        let s = Stats::of(&at(20, 0.0));
+        assert_eq!(s.rms_delta_p.value, 0.0);
+        assert!(s.rms_delta_p.uncertainty.is_nan());
+        // No position: llama.cpp's (0, 0).
+        assert_eq!(mean_err(&[]), Estimate { value: 0.0, uncertainty: 0.0 });
     }
 
     #[test]
@@ -281,7 +340,7 @@ mod tests {
             .collect();
         let s = Stats::of(&pos);
         assert!((s.kld.value - 0.0995).abs() < 1e-12);
-        assert_eq!(s.kld_spread.at(100.0), Some(0.199));
+        assert_eq!(s.kld_spread.at(100.0), Some(0.199f32 as f64));
         assert!((s.same_top.value - 0.75).abs() < 1e-12);
         assert!((s.same_top.uncertainty - (0.75f64 * 0.25 / 199.0).sqrt()).abs() < 1e-12);
         assert!((s.rms_delta_p.value - 0.01).abs() < 1e-12 && s.delta_p.value.abs() < 1e-12);
