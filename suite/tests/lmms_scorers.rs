@@ -221,6 +221,7 @@ fn the_task_path_strips_the_prediction_as_lmms_eval_s_configurable_task_does() {
         media: MediaRule::AsGiven,
         answer_after: None,
         ignore_stop_strings: true,
+        reasoning_tags: mobius_conformance::accuracy::protocol::lmms_eval_reasoning_tags(),
     };
     let got = media_gate::scores(&task, &items, &outs, &protocol, false);
     for ((case, score), want) in cases.iter().zip(&got).map(|(c, s)| (c, s.values[&task.metric])).zip(cases.iter().map(|c| c.2)) {

@@ -102,6 +102,7 @@ fn protocol() -> Protocol {
         media: MediaRule::AsGiven,
         answer_after: None,
         ignore_stop_strings: false,
+        reasoning_tags: mobius_conformance::accuracy::protocol::lmms_eval_reasoning_tags(),
     }
 }
 

@@ -212,8 +212,8 @@ pub enum MediaGateReason {
 }
 
 /// Scores of outputs under the task's stop list and the protocol's answer rule. The task's scorer gets what
-/// lmms-eval 0.7.3's `ConfigurableTask.process_results` hands a task's own function: every `generate_until` result
-/// stripped (Python's `str.strip()`), whatever the task.
+/// lmms-eval 0.7.3 hands a task's own function: the reasoning blocks its command line removes by default, and every
+/// `generate_until` result stripped by `ConfigurableTask.process_results` (`Protocol::scored`).
 pub fn scores(task: &MediaTask, items: &[MediaItem], outputs: &[Output], protocol: &Protocol, cut: bool) -> Vec<ItemScore> {
     let until = protocol.stops(&task.until);
     items
@@ -221,7 +221,7 @@ pub fn scores(task: &MediaTask, items: &[MediaItem], outputs: &[Output], protoco
         .zip(outputs)
         .map(|(it, o)| {
             let text = if cut { cut_at_stop(&o.full, until) } else { &o.full };
-            task.family.scorer().score(it, crate::accuracy::python_str::py_strip(protocol.answer(text)))
+            task.family.scorer().score(it, &protocol.scored(text))
         })
         .collect()
 }

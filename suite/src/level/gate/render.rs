@@ -233,6 +233,18 @@ pub fn text_message(trial: &str, metric: Metric, r: &GateReport, baseline_file: 
 }
 
 /// Quotes a model output on one line, shortened.
+/// The reasoning blocks a protocol removes, and whether that is lmms-eval's command-line default.
+fn reasoning(tags: &[[String; 2]]) -> String {
+    let pairs: Vec<String> = tags.iter().map(|[a, b]| format!("{a}...{b}")).collect();
+    match tags {
+        [] => "none".to_string(),
+        t if *t == crate::accuracy::protocol::lmms_eval_reasoning_tags()[..] => {
+            format!("{} (lmms-eval's --reasoning_tags default)", pairs.join(", "))
+        }
+        _ => pairs.join(", "),
+    }
+}
+
 fn quote(s: &str) -> String {
     let q: String = s.chars().take(120).collect();
     let more = if s.chars().count() > 120 { "..." } else { "" };
@@ -282,10 +294,11 @@ pub fn media_message(
         s.push_str(&format!("  {m}: reference {a:.2}, package {b:.2}\n"));
     }
     s.push_str(&format!(
-        "  protocol: prompt {}, system prompt {}, media {}, answer {}, stops {:?}{}, max_new_tokens {}\n",
+        "  protocol: prompt {}, system prompt {}, media {}, reasoning blocks removed {}, answer {}, stops {:?}{}, max_new_tokens {}\n",
         serde_json::to_string(&protocol.prompt).unwrap_or_default(),
         protocol.system_prompt.as_deref().map_or_else(|| "none".to_string(), quote),
         serde_json::to_string(&protocol.media).unwrap_or_default(),
+        reasoning(&protocol.reasoning_tags),
         protocol.answer_after.as_deref().map_or_else(|| "the whole output".to_string(), |m| format!("after the last {m:?}")),
         r.stop.until,
         if protocol.ignore_stop_strings { format!(" (the task's {:?} ignored)", task.until) } else { String::new() },
