@@ -133,7 +133,7 @@ impl Distribution {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AccuracyTask {
     File(String),
-    With(AccuracyEntry),
+    With(Box<AccuracyEntry>),
 }
 
 impl<'de> Deserialize<'de> for AccuracyTask {
@@ -143,7 +143,9 @@ impl<'de> Deserialize<'de> for AccuracyTask {
         use serde::de::Error as _;
         match serde_json::Value::deserialize(d)? {
             serde_json::Value::String(s) => Ok(AccuracyTask::File(s)),
-            v @ serde_json::Value::Object(_) => AccuracyEntry::deserialize(v).map(AccuracyTask::With).map_err(D::Error::custom),
+            v @ serde_json::Value::Object(_) => {
+                AccuracyEntry::deserialize(v).map(|e| AccuracyTask::With(Box::new(e))).map_err(D::Error::custom)
+            }
             other => Err(D::Error::custom(format!("an accuracy entry is {other}, expected a task file's path or a map with `task`"))),
         }
     }
