@@ -31,6 +31,11 @@ pub const MAX_PART_MIB: u64 = 60;
 /// What the suite root of a bundle holds: the repository's folders the trials read.
 const SUITE_FOLDERS: &[&str] = &["cases", "fixtures", "goldens", "tests/data"];
 
+/// Of the ONNX Runtime wheel's package, what the suite never loads: the Python binding and the TensorRT provider.
+fn not_loaded(name: &str) -> bool {
+    name.starts_with("onnxruntime_pybind11_state") || name.starts_with("libonnxruntime_providers_tensorrt")
+}
+
 /// Of `target/real`, what the trials never read: the reference weights (regen's), the bench's own comparisons' files.
 const REAL_LEFT_OUT: &[&str] = &["hf", "wheels", "ct2", "gguf"];
 
@@ -89,7 +94,7 @@ pub fn gpu_bundle(args: &[String]) -> Result<(), String> {
         copy(&exe, &staging.join("bin").join(name))?;
     }
     let ort = runtime_tree(o.flavor, o.nvidia)?;
-    copy_tree(&ort.join("onnxruntime"), &staging.join("ort/onnxruntime"))?;
+    copy_tree_filtered(&ort.join("onnxruntime"), &staging.join("ort/onnxruntime"), &|n| not_loaded(n))?;
     if o.nvidia {
         copy_tree(&ort.join("nvidia"), &staging.join("ort/nvidia"))?;
     }
@@ -197,11 +202,16 @@ fn copy(from: &Path, to: &Path) -> Result<(), String> {
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    copy_tree_except(from, to, &[])
+    copy_tree_filtered(from, to, &|_| false)
 }
 
-/// `from` copied to `to`, links followed (a bundle holds files), leaving out entries named in `skip`.
+/// `from` copied to `to`, leaving out entries named in `skip`.
 fn copy_tree_except(from: &Path, to: &Path, skip: &[&str]) -> Result<(), String> {
+    copy_tree_filtered(from, to, &|n| skip.contains(&n))
+}
+
+/// `from` copied to `to`, links followed (a bundle holds files), leaving out the entries whose name `skip` picks.
+fn copy_tree_filtered(from: &Path, to: &Path, skip: &dyn Fn(&str) -> bool) -> Result<(), String> {
     let meta = std::fs::metadata(from).map_err(|e| format!("{}: {e}", from.display()))?;
     if meta.is_file() {
         return copy(from, to);
@@ -211,10 +221,10 @@ fn copy_tree_except(from: &Path, to: &Path, skip: &[&str]) -> Result<(), String>
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let name = e.file_name();
-        if skip.iter().any(|s| name == *s) {
+        if skip(&name.to_string_lossy()) {
             continue;
         }
-        copy_tree_except(&e.path(), &to.join(&name), skip)?;
+        copy_tree_filtered(&e.path(), &to.join(&name), skip)?;
     }
     Ok(())
 }
