@@ -171,6 +171,12 @@ pub trait Scorer: Sync {
 
     /// `process_results` on one prediction.
     fn score(&self, item: &MediaItem, prediction: &str) -> ItemScore;
+
+    /// Items lmms-eval's own code cannot score (it raises where the suite would return a number): refused at load,
+    /// naming the document.
+    fn check(&self, _items: &[MediaItem]) -> Result<()> {
+        Ok(())
+    }
     /// The task's aggregate of `metric` over items, as lmms-eval reports it, in the metric's own units: by
     /// default the mean of the items' values (items without the metric left out; 0 with none).
     fn aggregate(&self, metric: &str, scores: &[ItemScore]) -> f64 {

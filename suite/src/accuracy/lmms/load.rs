@@ -53,7 +53,14 @@ impl MediaTask {
 
     /// The items: each document's prompt text, media and answers, as the task's hooks give them.
     pub fn items(&self) -> Result<Vec<MediaItem>> {
-        self.docs.iter().enumerate().map(|(i, d)| self.item(i, d).map_err(|e| e.context(format!("{}: document {i}", self.file)))).collect()
+        let items: Vec<MediaItem> = self
+            .docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| self.item(i, d).map_err(|e| e.context(format!("{}: document {i}", self.file))))
+            .collect::<Result<_>>()?;
+        self.family.scorer().check(&items).map_err(|e| e.context(&self.file))?;
+        Ok(items)
     }
 
     fn item(&self, doc: usize, d: &Doc) -> Result<MediaItem> {
