@@ -230,3 +230,40 @@ fn the_task_path_strips_the_prediction_as_lmms_eval_s_configurable_task_does() {
     // The scorer itself is lmms-eval's relaxed_correctness, which does not strip.
     assert!(!relaxed::item("50% ", "0.5") && relaxed::item("50%", "0.5"));
 }
+
+/// The scorers' string rules against CPython 3.11's own over every code point: `str.lower`, `str.upper` and NFKD and
+/// NFKC, each as the sha256 of the lines `<code point> <result's code points>` for the code points it changes, which
+/// `xtask/reference/lmms_scorers.py` wrote from Python (Unicode 14.0) into scorers.json. Rust's standard library and
+/// the normalization crate are Unicode 16: the characters added since (U+A7DA, U+1C89, U+A7CB, the Garay and Kawi
+/// letters and digits) are left alone, as Python leaves them.
+#[test]
+fn lower_upper_and_normalization_are_python_3_11_s_at_every_code_point() {
+    use mobius_conformance::accuracy::python_str::{py_lower, py_nfkc, py_nfkd, py_upper};
+    use mobius_conformance::digest::sha256_hex;
+    let d = data();
+    let u = &d["unicode"];
+    assert_eq!((u["python"].as_str(), u["unicodedata"].as_str()), (Some("3.11.7"), Some("14.0.0")), "{REGENERATE}");
+    type Rule = fn(&str) -> String;
+    let rules: [(&str, Rule); 4] = [("lower", py_lower), ("upper", py_upper), ("nfkd", py_nfkd), ("nfkc", py_nfkc)];
+    for (name, rule) in rules {
+        let (mut lines, mut changed) = (String::new(), 0u64);
+        for c in (0..0x110000u32).filter_map(char::from_u32) {
+            let r = rule(c.encode_utf8(&mut [0; 4]));
+            if r.chars().ne(std::iter::once(c)) {
+                let cps: Vec<String> = r.chars().map(|x| format!("{:x}", x as u32)).collect();
+                lines.push_str(&format!("{:x} {}\n", c as u32, cps.join(" ")));
+                changed += 1;
+            }
+        }
+        assert_eq!(changed, u[name]["changed"].as_u64().unwrap(), "{name}: code points changed");
+        assert_eq!(sha256_hex(lines.as_bytes()), u[name]["sha256"].as_str().unwrap(), "{name}: the mapping differs from Python's");
+    }
+    // The cases, by name: case pairs and digits added after Unicode 14.0, and NFKD of characters added
+    // after Unicode 9 (the crate the suite used before stopped there).
+    assert_eq!(py_lower("\u{A7DA}\u{1C89}\u{A7CB}"), "\u{A7DA}\u{1C89}\u{A7CB}");
+    assert_eq!(py_upper("\u{264}"), "\u{264}", "U+A7CB, its upper case, is Unicode 16's");
+    assert_eq!(py_nfkd("\u{A7F2}\u{1F16C}"), "CMR");
+    assert!(!mobius_conformance::accuracy::python_str::py_assigned('\u{11F50}'), "Kawi digit zero: Unicode 15");
+    let english = mobius_conformance::accuracy::scorers::normalizer::english::EnglishTextNormalizer::new();
+    assert_eq!(english.normalize("a \u{11F50},\u{11F51} b"), "a \u{11F50} \u{11F51} b", "Kawi digits are no digits to Python 3.11");
+}

@@ -492,10 +492,51 @@ def unicode_classes(path):
     return len(runs)
 
 
+def unassigned_runs(path):
+    """The code points Python's unicodedata does not assign (category Cn), in runs: what the suite's Python string
+    rules keep as they are, where Rust's newer Unicode maps, decomposes or classes them."""
+    runs = []
+    for cp in range(0x110000):
+        if unicodedata.category(chr(cp)) == "Cn":
+            if runs and runs[-1][1] == cp - 1:
+                runs[-1][1] = cp
+            else:
+                runs.append([cp, cp])
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"# Python {sys.version.split()[0]} unicodedata {unicodedata.unidata_version}: first last of each run "
+                "of unassigned code points (Cn), written by xtask/reference/lmms_scorers.py\n")
+        for a, b in runs:
+            f.write(f"{a:x} {b:x}\n")
+    return len(runs)
+
+
+def unicode_sweep():
+    """Python's own str.lower, str.upper, NFKD and NFKC of every code point (surrogates aside), each as the sha256
+    of the lines `<hex code point> <hex code points of the result>` for the code points it changes: what the suite's
+    tests sweep its own rules against (tests/data/lmms/scorers.json, `unicode`)."""
+    import hashlib
+    funcs = {"lower": str.lower, "upper": str.upper,
+             "nfkd": lambda c: unicodedata.normalize("NFKD", c), "nfkc": lambda c: unicodedata.normalize("NFKC", c)}
+    out = {"python": sys.version.split()[0], "unicodedata": unicodedata.unidata_version}
+    for name, f in funcs.items():
+        h, n = hashlib.sha256(), 0
+        for cp in range(0x110000):
+            if 0xD800 <= cp <= 0xDFFF:
+                continue
+            c = chr(cp)
+            r = f(c)
+            if r != c:
+                h.update(f"{cp:x} {' '.join(f'{ord(x):x}' for x in r)}\n".encode())
+                n += 1
+        out[name] = {"changed": n, "sha256": h.hexdigest()}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/data/lmms/scorers.json")
     ap.add_argument("--classes", default="suite/src/accuracy/scorers/unicode_classes.txt")
+    ap.add_argument("--unassigned", default="suite/src/accuracy/scorers/unicode_unassigned.txt")
     args = ap.parse_args()
     m = load_lmms()
     spelling = os.path.join(m.root, "tasks/librispeech/whisper_normalizer/english.json")
@@ -510,6 +551,8 @@ def main():
             data[section] = fill(m)
     data["predictions"] = predictions(m)
     runs = unicode_classes(args.classes)
+    unassigned_runs(args.unassigned)
+    data["unicode"] = unicode_sweep()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=0)

@@ -7,7 +7,10 @@
 //! - `re`'s word characters (for `\b`: `str.isalnum()` or `_`; the `regex` crate's `\w` also takes marks and
 //!   connectors), `str.isdecimal` and a decimal digit's value, and `unicodedata.category`'s first letter, from
 //!   `scorers/unicode_classes.txt`, written from Python 3.11's `unicodedata` (Unicode 14.0.0) by
-//!   `xtask/reference/lmms_scorers.py`.
+//!   `xtask/reference/lmms_scorers.py`;
+//! - `str.lower`, `str.upper` and `unicodedata.normalize`'s NFKD and NFKC over Python 3.11's Unicode 14.0, where
+//!   Rust's standard library and the normalization crate are newer: a character 14.0 did not assign
+//!   (`scorers/unicode_unassigned.txt`, written by the same script) is left as Python leaves it.
 //!
 //! A leaf: nothing here knows a task or a scorer.
 
@@ -29,16 +32,85 @@ pub fn py_strip(s: &str) -> &str {
     s.trim_matches(py_is_space)
 }
 
-/// `str.lower()`: full case mapping with the final sigma, as Rust's `to_lowercase` also does.
+/// `str.lower()`: full case mapping with the final sigma, as Rust's `to_lowercase` does, over Python 3.11's Unicode
+/// 14.0: a character Rust maps (Unicode 16) that was not yet in 14.0, or that maps to one that was not (U+A7CB and its
+/// pair), is left as it is, as Python leaves it.
 pub fn py_lower(s: &str) -> String {
-    s.to_lowercase()
+    // Between the characters kept, Rust's string lowering, final sigma included: a kept character is neither cased
+    // nor case-ignorable to Python, so a sigma beside it is final or not exactly as at the end or start of a string.
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some((i, c)) = rest.char_indices().find(|&(_, c)| !in_14(c, c.to_lowercase())) {
+        out.push_str(&rest[..i].to_lowercase());
+        out.push(c);
+        rest = &rest[i + c.len_utf8()..];
+    }
+    out.push_str(&rest.to_lowercase());
+    out
+}
+
+/// `str.upper()` of one character, over Unicode 14.0 as [`py_lower`].
+fn py_upper_char(c: char) -> Vec<char> {
+    if in_14(c, c.to_uppercase()) { c.to_uppercase().collect() } else { vec![c] }
+}
+
+/// `str.upper()`, over Unicode 14.0 as [`py_lower`].
+pub fn py_upper(s: &str) -> String {
+    s.chars().flat_map(py_upper_char).collect()
+}
+
+/// Whether Python 3.11 maps `c` as Rust does (`mapped`): `c` and what it maps to were in Unicode 14.0, or `c` is left
+/// alone.
+fn in_14(c: char, mapped: impl Iterator<Item = char> + Clone) -> bool {
+    let mut same = mapped.clone();
+    (same.next() == Some(c) && same.next().is_none()) || (py_assigned(c) && mapped.into_iter().all(py_assigned))
+}
+
+/// Whether Python 3.11's `unicodedata` (Unicode 14.0) assigns `c`: not in a run of `scorers/unicode_unassigned.txt`.
+pub fn py_assigned(c: char) -> bool {
+    static RUNS: OnceLock<Vec<(u32, u32)>> = OnceLock::new();
+    let runs = RUNS.get_or_init(|| {
+        include_str!("scorers/unicode_unassigned.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(' ').and_then(|(a, b)| Some((u32::from_str_radix(a, 16).ok()?, u32::from_str_radix(b, 16).ok()?))))
+            .collect()
+    });
+    let cp = c as u32;
+    let i = runs.partition_point(|&(_, last)| last < cp);
+    runs.get(i).is_none_or(|&(first, _)| first > cp)
+}
+
+/// `unicodedata.normalize("NFKD", s)` over Unicode 14.0. Unicode's normalization stability makes a string of
+/// characters Unicode 14.0 assigns normalize the same under any later version; a character it did not assign has
+/// no decomposition there and combines with nothing (a starter of class 0), so the string is normalized in runs
+/// between those characters, which stay as they are.
+pub fn py_nfkd(s: &str) -> String {
+    normalized(s, |run| unicode_normalization::UnicodeNormalization::nfkd(run).collect())
+}
+
+/// `unicodedata.normalize("NFKC", s)` over Unicode 14.0, as [`py_nfkd`].
+pub fn py_nfkc(s: &str) -> String {
+    normalized(s, |run| unicode_normalization::UnicodeNormalization::nfkc(run).collect())
+}
+
+fn normalized(s: &str, form: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some((i, c)) = rest.char_indices().find(|&(_, c)| !py_assigned(c)) {
+        out.push_str(&form(&rest[..i]));
+        out.push(c);
+        rest = &rest[i + c.len_utf8()..];
+    }
+    out.push_str(&form(rest));
+    out
 }
 
 /// `str.capitalize()`: the first character upper case, the rest lower case.
 pub fn py_capitalize(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
-        Some(f) => f.to_uppercase().chain(c.flat_map(char::to_lowercase)).collect(),
+        Some(f) => py_upper_char(f).into_iter().chain(py_lower(c.as_str()).chars()).collect(),
         None => String::new(),
     }
 }
@@ -131,6 +203,12 @@ pub fn py_decimal(c: char) -> Option<u32> {
         return Some(c as u32 - '0' as u32);
     }
     run_of(c).filter(|r| r.2 == Class::Digit).map(|(first, _, _)| (c as u32 - first) % 10)
+}
+
+/// `str.isdecimal` as a regex class (`[\x{30}-\x{39}...]`): Python 3.11's decimal digits, for a pattern's `\d`.
+pub fn py_decimal_class() -> String {
+    let runs: String = classes().iter().filter(|r| r.2 == Class::Digit).map(|&(a, b, _)| format!("\\x{{{a:x}}}-\\x{{{b:x}}}")).collect();
+    format!("[{runs}]")
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::accuracy::python_str::{py_lower, py_split, py_strip};
 /// The metric itself, `anls(references, [prediction])["anls"]`; no answers score 0 (lmms-eval would raise).
 pub fn anls(prediction: &str, answers: &[String]) -> f64 {
     let norm = |s: &str| py_split(&py_lower(py_strip(s))).collect::<Vec<_>>().join(" ");
-    let upper_len = |s: &str| s.to_uppercase().chars().count();
+    let upper_len = |s: &str| crate::accuracy::python_str::py_upper(s).chars().count();
     let det = norm(prediction);
     let min = answers
         .iter()

@@ -4,10 +4,9 @@
 use std::sync::OnceLock;
 
 use regex::Regex;
-use unicode_normalization_alignments::UnicodeNormalization;
 
 use super::re_sub::{compile, sub};
-use crate::accuracy::python_str::{py_is_mark_symbol_punct, py_is_nonspacing_mark, py_lower};
+use crate::accuracy::python_str::{py_is_mark_symbol_punct, py_is_nonspacing_mark, py_lower, py_nfkc, py_nfkd};
 
 /// The patterns, compiled once; `\s` is spelled `[\s\x1C-\x1F]` to be Python's.
 struct Patterns {
@@ -52,7 +51,7 @@ fn additional_diacritic(c: char) -> Option<&'static str> {
 /// out, a nonspacing mark goes, any other mark, symbol or punctuation becomes a space.
 pub fn remove_symbols_and_diacritics(s: &str, keep: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for (c, _) in s.nfkd() {
+    for c in py_nfkd(s).chars() {
         if keep.contains(c) {
             out.push(c);
         } else if let Some(r) = additional_diacritic(c) {
@@ -69,7 +68,7 @@ pub fn remove_symbols_and_diacritics(s: &str, keep: &str) -> String {
 
 /// `remove_symbols(s)`: NFKC, then every mark, symbol or punctuation becomes a space.
 pub fn remove_symbols(s: &str) -> String {
-    s.nfkc().map(|(c, _)| if py_is_mark_symbol_punct(c) { ' ' } else { c }).collect()
+    py_nfkc(s).chars().map(|c| if py_is_mark_symbol_punct(c) { ' ' } else { c }).collect()
 }
 
 /// The words between `<...>` or `[...]`, then between `(...)`, dropped.
