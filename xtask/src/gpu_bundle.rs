@@ -108,7 +108,7 @@ pub fn gpu_bundle(args: &[String]) -> Result<(), String> {
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
             if !REAL_LEFT_OUT.contains(&name.as_str()) {
-                copy_tree_except(&entry.path(), &staging.join("suite/target/real").join(&name), REAL_LEFT_OUT)?;
+                copy_tree_filtered(&entry.path(), &staging.join("suite/target/real").join(&name), &|n| REAL_LEFT_OUT.contains(&n))?;
             }
         }
     }
@@ -161,7 +161,8 @@ fn binaries(bin_dir: Option<&Path>) -> Result<Vec<(&'static str, PathBuf)>, Stri
         .filter(|v| v["target"]["name"] == "conformance")
         .find_map(|v| v["executable"].as_str().map(PathBuf::from))
         .ok_or("gpu-bundle: cargo named no conformance executable")?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    // The build folder as the run context names it, the one the runtime's installs go to.
+    let target = bootstrap::target_dir(&crate::context()?.places);
     Ok(vec![("xtask", target.join("release/xtask")), ("conformance", harness)])
 }
 
@@ -203,11 +204,6 @@ fn copy(from: &Path, to: &Path) -> Result<(), String> {
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     copy_tree_filtered(from, to, &|_| false)
-}
-
-/// `from` copied to `to`, leaving out entries named in `skip`.
-fn copy_tree_except(from: &Path, to: &Path, skip: &[&str]) -> Result<(), String> {
-    copy_tree_filtered(from, to, &|n| skip.contains(&n))
 }
 
 /// `from` copied to `to`, links followed (a bundle holds files), leaving out the entries whose name `skip` picks.

@@ -113,18 +113,9 @@ pub fn rows_at(v: &Features, rows: &[usize]) -> std::result::Result<Vec<f32>, St
     Ok(out)
 }
 
-/// A float tensor as float32.
+/// A float tensor as float32 ([`Features::from_value`], the encoders' own reading), or why it is not one.
 pub fn floats(v: &DynValue) -> std::result::Result<Features, String> {
-    let (shape, data) = if let Ok((s, d)) = v.try_extract_tensor::<f32>() {
-        (s.to_vec(), d.to_vec())
-    } else if let Ok((s, d)) = v.try_extract_tensor::<half::f16>() {
-        (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
-    } else if let Ok((s, d)) = v.try_extract_tensor::<half::bf16>() {
-        (s.to_vec(), d.iter().map(|x| x.to_f32()).collect())
-    } else {
-        return Err(format!("a value of type {:?}, not a float tensor", v.dtype()));
-    };
-    Ok(Features { shape, data })
+    Features::from_value(v, "").map_err(|_| format!("a value of type {:?}, not a float tensor", v.dtype()))
 }
 
 /// A tensor's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.
