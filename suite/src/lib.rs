@@ -52,6 +52,7 @@ pub mod feed {
 /// onnxruntime-genai.
 pub mod run {
     pub mod bootstrap;
+    pub mod crossing;
     pub mod decoder;
     pub mod drafted;
     pub mod encoder_session;

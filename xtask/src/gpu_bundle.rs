@@ -11,6 +11,8 @@
 //!   default) or the CPU build (`--flavor cpu`); the NVIDIA libraries its CUDA provider loads are the runner's own
 //!   (the `nvidia` package PyTorch installed), which `run.sh` checks file by file, or, with `--nvidia`, the lock's
 //!   wheels (about 1.6 GB more);
+//! - `target/onnxruntime-genai/`: the onnxruntime-genai wheel of the same flavour (`onnxruntime-genai-cuda` for
+//!   `gpu`), installed from its lock, where the genai levels look for it;
 //! - `suite/`: a suite root, the repository's `cases/`, `fixtures/`, `goldens/` and `tests/data/`, and with `--real`
 //!   the real tier's built packages and data (`target/real`, without the reference weights the trials never read).
 //!
@@ -24,6 +26,7 @@ use std::process::Command;
 use mobius_conformance::digest::sha256_hex;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::bootstrap::{self, Flavor, ORT_VERSION};
+use mobius_conformance::run::genai::library;
 
 /// The most a part may hold: the runner takes files of at most 64 MiB, and a part's name and the manifest travel with it.
 pub const MAX_PART_MIB: u64 = 60;
@@ -98,6 +101,12 @@ pub fn gpu_bundle(args: &[String]) -> Result<(), String> {
     if o.nvidia {
         copy_tree(&ort.join("nvidia"), &staging.join("ort/nvidia"))?;
     }
+    // onnxruntime-genai of the same flavour, where the bundled build folder's genai level looks for it (run.sh sets
+    // CARGO_TARGET_DIR there): the runner cannot install it.
+    let places = &crate::context()?.places;
+    let genai = library::installed(library::build_for(o.flavor), places).map_err(|e| format!("gpu-bundle: {e}"))?;
+    let name = genai.file_name().expect("an install folder has a name");
+    copy_tree(&genai, &staging.join("target/onnxruntime-genai").join(name))?;
     for folder in SUITE_FOLDERS {
         copy_tree(&repo.join(folder), &staging.join("suite").join(folder))?;
     }
@@ -310,7 +319,7 @@ if [ "$(cat "$dest/.bundle-sha256" 2>/dev/null || true)" != "$whole" ]; then
   echo "$whole" > "$dest/.bundle-sha256"
 fi
 export ORT_DYLIB_PATH="$dest/{library}"
-# The bundle is the whole installation: caches (onnxruntime-genai's, if a trial asks for it) live in it too.
+# The bundle is the whole installation: its build folder holds onnxruntime-genai (bundled) and what a trial caches.
 export CARGO_TARGET_DIR="$dest/target"
 device=${{MOBIUS_TEST_DEVICE:-cuda}}
 if [ "$device" = cpu ]; then

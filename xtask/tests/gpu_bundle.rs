@@ -65,10 +65,23 @@ fn a_bundle_in_parts_runs_cpu_trials_from_itself_and_refuses_a_damaged_part() {
     assert!(said.contains(&format!("{} parts of at most {PART_MIB} MiB", parts.len())), "{said}");
 
     // The script runs the CPU trials from the bundle alone.
-    let ran = run_script(&out, &["--filter", "qwen3-tiny/text/default/f32/L4", "--filter", "qwen3-tiny/text/default/f32/L5"]);
+    // The genai level runs from the bundled onnxruntime-genai: the runner installs nothing.
+    let ran = run_script(
+        &out,
+        &[
+            "--filter",
+            "qwen3-tiny/text/default/f32/L4",
+            "--filter",
+            "qwen3-tiny/text/default/f32/L5",
+            "--filter",
+            "qwen3-tiny/text/default/f32/genai",
+        ],
+    );
     let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
     assert!(ran.status.success(), "{text}");
-    assert!(text.contains("2 trials in") && text.contains("2 passed"), "{text}");
+    assert!(text.contains("3 trials in") && text.contains("3 passed"), "{text}");
+    assert!(!text.contains("installing"), "nothing is installed on the runner: {text}");
+    assert!(out.join("unpacked/target/onnxruntime-genai/onnxruntime-genai-0.18.0/onnxruntime_genai/libonnxruntime-genai.so").is_file());
     let summary = std::fs::read_to_string(out.join("unpacked/report/summary.json")).unwrap();
     assert!(summary.contains("qwen3-tiny/text/default/f32/L4"), "{summary}");
     assert!(out.join("unpacked/ort/onnxruntime/capi/libonnxruntime.so.1.31.1").is_file());

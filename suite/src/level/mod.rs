@@ -98,12 +98,6 @@ pub trait Kind: Sync {
     /// failure (a load error, bad input, a stale golden), which no xfail entry absorbs.
     fn run(&self, t: &Trial) -> Result<Outcome>;
 
-    /// Whether its trials run on CUDA: not a level that runs the package through onnxruntime-genai, while the suite
-    /// pins genai's CPU build (its trials skip there, saying so); `xtask gpu-check` plans only the levels that do.
-    fn runs_on_cuda(&self) -> bool {
-        true
-    }
-
     /// Whether its golden can be made alone (`cargo xtask regen-goldens --level <name>`); the others' are made with
     /// the case's goldens.
     fn regenerates_alone(&self) -> bool {

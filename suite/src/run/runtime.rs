@@ -192,7 +192,7 @@ fn cuda(id: i32) -> ort::ep::ExecutionProviderDispatch {
 
 /// Whether CUDA device `id` starts: a session of a one-node model ([`PROBE`]) made and run on it, once per process
 /// and device; else ONNX Runtime's error.
-fn device_starts(id: i32) -> std::result::Result<(), String> {
+pub fn device_starts(id: i32) -> std::result::Result<(), String> {
     static STARTS: std::sync::Mutex<Vec<(i32, std::result::Result<(), String>)>> = std::sync::Mutex::new(Vec::new());
     let mut known = STARTS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, r)) = known.iter().find(|(d, _)| *d == id) {
@@ -203,13 +203,19 @@ fn device_starts(id: i32) -> std::result::Result<(), String> {
     r
 }
 
-/// Makes and runs a session of [`PROBE`] on `provider`.
-pub fn probe(provider: Provider) -> std::result::Result<(), String> {
+/// A session of a small model of the suite's own (`bytes`, an ONNX model) on `provider`, with the process's
+/// settings: [`PROBE`], and the row reader of `run::crossing`.
+pub fn own_session(bytes: &[u8], provider: Provider) -> std::result::Result<Session, String> {
     let mut b = builder()?;
     if let Provider::Cuda { id } = provider {
         b = b.with_execution_providers([cuda(id)]).map_err(|e| format!("registering the CUDA execution provider: {e}"))?;
     }
-    let mut session = b.commit_from_memory(&PROBE).map_err(|e| format!("loading a one-node model: {e}"))?;
+    b.commit_from_memory(bytes).map_err(|e| format!("loading a one-node model: {e}"))
+}
+
+/// Makes and runs a session of [`PROBE`] on `provider`.
+pub fn probe(provider: Provider) -> std::result::Result<(), String> {
+    let mut session = own_session(&PROBE, provider)?;
     let x = ort::value::Tensor::<f32>::from_array(([1usize], vec![1.0f32])).map_err(|e| e.to_string())?;
     let out = session.run(ort::inputs!["x" => x]).map_err(|e| format!("running a one-node model: {e}"))?;
     let (_, y) = out["y"].try_extract_tensor::<f32>().map_err(|e| e.to_string())?;

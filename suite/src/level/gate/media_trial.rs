@@ -161,12 +161,8 @@ impl Items<'_> {
     /// build for the device).
     fn through_genai(&self, t: &Trial, protocol: &Protocol) -> Result<Ends<(Vec<Output>, Vec<usize>)>> {
         let (package, provider) = (self.package, self.provider);
-        if let Provider::Cuda { .. } = provider {
-            return Ok(Err(Outcome::skip(format!(
-                "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, \
-                 which the suite does not pin yet",
-                crate::run::genai::version::GENAI_VERSION
-            ))));
+        if let Some(why) = crate::run::genai::library::cpu_build_on_cuda(provider)? {
+            return Ok(Err(Outcome::skip(why)));
         }
         let model = match crate::run::genai::Model::open(package, provider)? {
             Ok(m) => m,

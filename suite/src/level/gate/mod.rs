@@ -33,11 +33,6 @@ impl Kind for Gate {
         self.level
     }
 
-    /// The gate through onnxruntime-genai does not; the suite's own does.
-    fn runs_on_cuda(&self) -> bool {
-        self.level != Level::AccuracyGenai
-    }
-
     fn planned_for_task(&self, media: bool) -> bool {
         media || !self.media_only
     }

@@ -13,6 +13,7 @@ use crate::judge::tolerance::Logits;
 use crate::level::trial::{Prepared, Trial};
 use crate::outcome::{FailureKind, Outcome, Status};
 use crate::plan::case::Case;
+use crate::run::genai::library::cpu_build_on_cuda;
 use crate::run::runtime::Provider;
 use crate::vocab::{Level, Modality};
 use std::path::PathBuf;
@@ -22,10 +23,6 @@ pub struct Genai;
 impl Kind for Genai {
     fn level(&self) -> Level {
         Level::Genai
-    }
-
-    fn runs_on_cuda(&self) -> bool {
-        false
     }
 
     /// Every modality of every case: a package is right only if its own runtime runs it right.
@@ -72,12 +69,8 @@ impl Kind for Genai {
 /// The package through onnxruntime-genai: the prompt's ids appended to its generator, greedy to the golden's
 /// length, judged against the L4 and L5 goldens that exist. A package genai refuses fails with genai's message.
 fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
-    if let Provider::Cuda { .. } = provider {
-        return Ok(Outcome::skip(format!(
-            "the pinned onnxruntime-genai=={} wheel is its CPU build; genai on CUDA needs onnxruntime-genai-cuda, which \
-             the suite does not pin yet",
-            crate::run::genai::version::GENAI_VERSION
-        )));
+    if let Some(why) = cpu_build_on_cuda(provider)? {
+        return Ok(Outcome::skip(why));
     }
     let (package, paths, inputs, policy) = (&p.package, &p.paths, &p.inputs, p.policy);
     if t.modality != Modality::Text {

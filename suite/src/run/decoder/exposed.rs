@@ -113,9 +113,11 @@ pub fn rows_at(v: &Features, rows: &[usize]) -> std::result::Result<Vec<f32>, St
     Ok(out)
 }
 
-/// A float tensor as float32 ([`Features::from_value`], the encoders' own reading), or why it is not one.
+/// A float tensor as float32 ([`Features::from_value`], the encoders' own reading; copied to the host first where it
+/// is not there), or why it is not one.
 pub fn floats(v: &DynValue) -> std::result::Result<Features, String> {
-    Features::from_value(v, "").map_err(|_| format!("a value of type {:?}, not a float tensor", v.dtype()))
+    let host = crate::run::crossing::to_host(v, "exposed value").map_err(|e| e.to_string())?;
+    Features::from_value(&host, "").map_err(|_| format!("a value of type {:?}, not a float tensor", v.dtype()))
 }
 
 /// A tensor's last prompt position, flattened: `[1, positions, ...]` or `[positions, ...]`.

@@ -1,11 +1,12 @@
 //! One greedy stream over the decoder: a single IoBinding for the whole run, the KV cache kept where the session
 //! computes, and only the logits read back.
 
-use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
+use ort::memory::{Allocator, MemoryInfo};
 use ort::session::{IoBinding, SessionOutputs};
 use ort::value::{DynValue, Tensor};
 
 use crate::error::{Result, bail};
+use crate::run::crossing;
 use crate::run::decoder::io::TokenInput;
 use crate::run::decoder::logits::read_last_rows_into;
 use crate::run::decoder::{Decoder, StepInput};
@@ -76,27 +77,17 @@ impl Binder {
     /// again, what it holds now (on a device; and on the CPU under [`HostInputs::CopiedAtBind`]).
     fn host(&mut self, name: &str, value: &Tensor<i64>) -> std::result::Result<(), ort::Error> {
         match self.host_inputs {
-            HostInputs::Aliased => self.binding.bind_input(name, value),
+            HostInputs::Aliased => crossing::bind_host(&mut self.binding, name, value),
             HostInputs::CopiedAtBind => {
                 let (shape, data) = value.extract_tensor();
                 let copy = Tensor::<i64>::from_array((shape.to_vec(), data.to_vec()))?;
-                self.binding.bind_input(name, &copy)?;
+                crossing::bind_host(&mut self.binding, name, &copy)?;
                 self.copies.retain(|(n, _)| n != name);
                 self.copies.push((name.to_string(), copy));
                 Ok(())
             }
         }
     }
-}
-
-/// Where a provider's KV cache lives, and the host.
-fn memory(provider: Provider) -> std::result::Result<(MemoryInfo<'static>, MemoryInfo<'static>), ort::Error> {
-    let host = MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)?;
-    let kv = match provider {
-        Provider::Cpu => MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)?,
-        Provider::Cuda { id } => MemoryInfo::new(AllocationDevice::CUDA, id, AllocatorType::Device, MemoryType::Default)?,
-    };
-    Ok((kv, host))
 }
 
 impl Generation {
@@ -120,7 +111,7 @@ impl Decoder {
         let err = ort_err(format!("{model}: setting up the generation's IoBinding on {}", self.provider));
         let session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let mut binding = session.create_binding().map_err(&err)?;
-        let (kv_memory, host_memory) = memory(self.provider).map_err(&err)?;
+        let (kv_memory, host_memory) = (crossing::device_memory(self.provider).map_err(&err)?, crossing::host_memory().map_err(&err)?);
         let mut shared = Vec::new();
         if self.share_buffer {
             let allocator = match self.provider {
@@ -140,7 +131,7 @@ impl Decoder {
             }
         }
         if let (Some(c), Some(v)) = (&self.io.context, &context) {
-            binding.bind_input(c.name.as_str(), v).map_err(&err)?;
+            crossing::bind_host(&mut binding, c.name.as_str(), v).map_err(&err)?;
         }
         drop(session);
         let values = if self.share_buffer { Vec::new() } else { self.empty_cache_values()? };
@@ -166,10 +157,11 @@ impl Decoder {
         self.check_capacity(g, t)?;
         let err = ort_err(format!("{model}: binding inputs"));
         for (name, value) in self.feeds(input, g.len)? {
-            g.bind.binding.bind_input(name, &value).map_err(&err)?;
+            crossing::bind_host(&mut g.bind.binding, name, &value).map_err(&err)?;
         }
+        // The prompt's logits stay on the device; only the last row crosses.
         let logits_name = self.io.names.logits.as_str();
-        g.bind.binding.bind_output_to_device(logits_name, &g.host_memory).map_err(&err)?;
+        g.bind.binding.bind_output_to_device(logits_name, &g.kv_memory).map_err(&err)?;
         g.logits_bound = false;
         let (ty, mut logits) = (self.io.logits_type, std::mem::take(&mut g.logits));
         let ran = self.run_step(g, t, |out| read_last_rows_into(&out[logits_name], ty, t as i64, 1, &mut logits));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
-use super::version::GENAI_VERSION;
+use super::version::{GENAI_VERSION, GenaiBuild};
 use crate::error::{Error, Result};
 
 #[repr(C)]
@@ -48,6 +48,8 @@ pub(super) struct Api {
     pub(super) create_config: unsafe extern "C" fn(*const c_char, *mut *mut OgaConfig) -> Status,
     pub(super) config_clear_providers: unsafe extern "C" fn(*mut OgaConfig) -> Status,
     pub(super) config_append_provider: unsafe extern "C" fn(*mut OgaConfig, *const c_char) -> Status,
+    /// `OgaConfigSetProviderOption(config, provider, key, value)`: a provider option, passed to ONNX Runtime.
+    pub(super) config_set_provider_option: unsafe extern "C" fn(*mut OgaConfig, *const c_char, *const c_char, *const c_char) -> Status,
     pub(super) destroy_config: unsafe extern "C" fn(*mut OgaConfig),
     pub(super) create_model_from_config: unsafe extern "C" fn(*const OgaConfig, *mut *mut OgaModel) -> Status,
     pub(super) destroy_model: unsafe extern "C" fn(*mut OgaModel),
@@ -89,11 +91,13 @@ pub(super) struct Api {
     /// Keeps the library loaded for the life of the process (the function pointers point into it).
     _lib: Library,
     pub(super) path: PathBuf,
+    /// The wheel it came from: the CPU build, or the CUDA one.
+    pub(super) build: GenaiBuild,
 }
 
 impl Api {
     /// Resolves every function from `lib`, the library at `path`, which the `Api` then keeps loaded.
-    pub(super) fn bind(lib: Library, path: &Path) -> Result<Api> {
+    pub(super) fn bind(lib: Library, path: &Path, build: GenaiBuild) -> Result<Api> {
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the symbol's type is its C declaration in ort_genai_c.h.
@@ -112,6 +116,7 @@ impl Api {
             create_config: sym!(b"OgaCreateConfig\0"),
             config_clear_providers: sym!(b"OgaConfigClearProviders\0"),
             config_append_provider: sym!(b"OgaConfigAppendProvider\0"),
+            config_set_provider_option: sym!(b"OgaConfigSetProviderOption\0"),
             destroy_config: sym!(b"OgaDestroyConfig\0"),
             create_model_from_config: sym!(b"OgaCreateModelFromConfig\0"),
             destroy_model: sym!(b"OgaDestroyModel\0"),
@@ -145,6 +150,7 @@ impl Api {
             destroy_named: sym!(b"OgaDestroyNamedTensors\0"),
             set_inputs: sym!(b"OgaGenerator_SetInputs\0"),
             path: path.to_path_buf(),
+            build,
             _lib: lib,
         })
     }

@@ -15,14 +15,14 @@
 //! multimodal processor.
 
 pub mod api;
-mod library;
+pub mod library;
 pub mod processor;
 pub mod version;
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result, bail};
-use crate::run::runtime::Provider;
+use crate::run::runtime::{self, Provider};
 use api::{Api, ELEMENT_F32, OgaConfig, OgaGenerator, OgaModel, Owned, Refusal, cstring};
 use library::api;
 
@@ -90,15 +90,29 @@ impl Model {
                 let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
                 api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
                 api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
-                if let Provider::Cuda { .. } = provider {
+                if let Provider::Cuda { id } = provider {
                     api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
+                    // As the suite's own sessions: the run's device, and TF32 off (ONNX Runtime's CUDA default is on).
+                    let id = cstring(&id.to_string(), "the device id")?;
+                    let option = |key: &std::ffi::CStr, value: &std::ffi::CStr, what: &str| {
+                        api.check((api.config_set_provider_option)(config.ptr, c"cuda".as_ptr(), key.as_ptr(), value.as_ptr()), what)
+                    };
+                    option(c"device_id", &id, "setting the CUDA device")?;
+                    option(c"use_tf32", c"0", "turning TF32 off")?;
                 }
                 let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
                 api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
                 Ok(Model { api, model, _config: config })
             }()
         };
-        Ok(model.map_err(refused))
+        match (model, provider) {
+            // A CUDA device that does not start is the machine's failure, not a package genai refuses.
+            (Err(e), Provider::Cuda { id }) => match runtime::device_starts(id) {
+                Err(why) => Err(Error::device(format!("{e}; CUDA device {id} does not run a one-node model either: {why}"))),
+                Ok(()) => Ok(Err(refused(e))),
+            },
+            (model, _) => Ok(model.map_err(refused)),
+        }
     }
 
     /// Appends `ids` and generates up to `max_new` tokens greedily.

@@ -8,24 +8,49 @@ use crate::error::{Result, bail};
 /// The onnxruntime-genai release the suite is pinned to.
 pub const GENAI_VERSION: &str = "0.18.0";
 
-/// The version of the onnxruntime-genai wheel a library came from: the `Version:` of the `.dist-info/METADATA` beside
-/// its package folder (`site-packages/onnxruntime_genai/libonnxruntime-genai.so` and
-/// `site-packages/onnxruntime_genai-<v>.dist-info/`). The library itself exports no version.
-pub(super) fn wheel_version(library: &Path) -> Option<String> {
+/// Which build of the release: the CPU wheel (`onnxruntime-genai`) or the CUDA one (`onnxruntime-genai-cuda`), both
+/// with the same C API in the same `onnxruntime_genai/libonnxruntime-genai.so`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenaiBuild {
+    Cpu,
+    Cuda,
+}
+
+impl GenaiBuild {
+    /// The wheel's name on PyPI.
+    pub fn wheel(self) -> &'static str {
+        match self {
+            GenaiBuild::Cpu => "onnxruntime-genai",
+            GenaiBuild::Cuda => "onnxruntime-genai-cuda",
+        }
+    }
+
+    /// The requirement with the hash of every wheel PyPI publishes for it.
+    pub fn lock(self) -> &'static str {
+        match self {
+            GenaiBuild::Cpu => include_str!("../../../locks/onnxruntime-genai-0.18.0.txt"),
+            GenaiBuild::Cuda => include_str!("../../../locks/onnxruntime-genai-cuda-0.18.0.txt"),
+        }
+    }
+}
+
+/// The build and version of the onnxruntime-genai wheel a library came from: the `Name:` and `Version:` of the
+/// `.dist-info/METADATA` beside its package folder (`site-packages/onnxruntime_genai/libonnxruntime-genai.so` and
+/// `site-packages/onnxruntime_genai[_cuda]-<v>.dist-info/`). The library itself exports neither.
+pub(super) fn wheel_version(library: &Path) -> Option<(GenaiBuild, String)> {
     let site = library.parent()?.parent()?;
-    // The wheel's own dist-info: `onnxruntime_genai-<version>.dist-info` whose METADATA names `onnxruntime-genai`
-    // (not onnxruntime_genai_cuda's); two of them (a leftover install) say nothing certain.
-    let versions: Vec<String> = std::fs::read_dir(site)
+    // The wheel's own dist-info, whose METADATA names one of the two builds; two of them (a leftover install, or both
+    // builds in one folder) say nothing certain.
+    let versions: Vec<(GenaiBuild, String)> = std::fs::read_dir(site)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("onnxruntime_genai-") && n.ends_with(".dist-info"))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("onnxruntime_genai") && n.ends_with(".dist-info")))
         .filter_map(|d| {
             let text = std::fs::read_to_string(d.join("METADATA")).ok()?;
             let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
             let name = field("Name:")?.replace('_', "-");
-            if name.eq_ignore_ascii_case("onnxruntime-genai") { field("Version:") } else { None }
+            let build = [GenaiBuild::Cpu, GenaiBuild::Cuda].into_iter().find(|b| name.eq_ignore_ascii_case(b.wheel()))?;
+            Some((build, field("Version:")?))
         })
         .collect();
     match &versions[..] {
@@ -78,11 +103,11 @@ mod tests {
     #[test]
     fn the_library_must_come_from_the_pinned_wheel() {
         let pinned = site("pinned", Some(GENAI_VERSION));
-        assert_eq!(wheel_version(&pinned).as_deref(), Some(GENAI_VERSION));
-        assert!(check_version(&pinned, wheel_version(&pinned).as_deref()).is_ok());
+        assert_eq!(wheel_version(&pinned), Some((GenaiBuild::Cpu, GENAI_VERSION.to_string())));
+        assert!(check_version(&pinned, wheel_version(&pinned).map(|v| v.1).as_deref()).is_ok());
 
         let other = site("other", Some("0.17.1"));
-        let e = check_version(&other, wheel_version(&other).as_deref()).unwrap_err().to_string();
+        let e = check_version(&other, wheel_version(&other).map(|v| v.1).as_deref()).unwrap_err().to_string();
         assert!(e.contains("is onnxruntime-genai 0.17.1") && e.contains(&format!("C API of {GENAI_VERSION}")), "{e}");
 
         let bare = site("bare", None);
@@ -93,9 +118,15 @@ mod tests {
         std::fs::create_dir_all(&info).unwrap();
         std::fs::write(info.join("METADATA"), "Name: onnxruntime-genai\nVersion: 0.17.1\n").unwrap();
         assert_eq!(wheel_version(&two), None);
+        // The CUDA build's wheel names itself so.
+        let cuda = site("cuda", None);
+        let info = cuda.parent().unwrap().parent().unwrap().join(format!("onnxruntime_genai_cuda-{GENAI_VERSION}.dist-info"));
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::write(info.join("METADATA"), format!("Name: onnxruntime-genai-cuda\nVersion: {GENAI_VERSION}\n")).unwrap();
+        assert_eq!(wheel_version(&cuda), Some((GenaiBuild::Cuda, GENAI_VERSION.to_string())));
         let e = check_version(&bare, None).unwrap_err().to_string();
         assert!(e.contains("dist-info/METADATA") && e.contains("GENAI_DYLIB_PATH"), "{e}");
-        for p in [pinned, other, bare, two] {
+        for p in [pinned, other, bare, two, cuda] {
             let _ = std::fs::remove_dir_all(p.parent().unwrap().parent().unwrap());
         }
     }
