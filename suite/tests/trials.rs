@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use common::{Scratch, copy_tree, run, write};
-use mobius_conformance::outcome::Status;
+use mobius_conformance::outcome::{Outcome, Status};
 use mobius_conformance::paths::workspace_root;
 use onnx_bytes::Model;
 use onnx_bytes::recipes::{rope_wrong_from, swap_past_kv};
@@ -107,10 +107,23 @@ fn a_broken_export_fails_both_levels_and_names_case_and_diff() {
     assert!(l4.message.contains(&format!("{CASE}/text/cpu/f32/L4")) && l4.message.contains("max |diff|"), "{}", l4.message);
     // Judged by the noise policy (the golden records the reference's fp32-vs-fp64 noise), and says where.
     assert!(l4.message.contains("noise policy allows") && l4.message.contains(" at id "), "{}", l4.message);
-    // A scratch suite is not the repository's: the command must name its root.
-    let regen = format!("cargo xtask regen-goldens --case qwen3-tiny --level L4 --force --root {}", s.0.display());
-    assert!(l4.message.contains(&regen), "{}", l4.message);
+    // The golden is the pinned reference's on the case's inputs: the package changed. The message points at
+    // localization (naming the scratch root, which is not the repository's) and offers no regeneration.
+    let localize = format!("cargo xtask localize --root {} {CASE}/text/cpu/f32/L4", s.0.display());
+    assert!(l4.message.contains("the package changed") && l4.message.contains(&localize), "{}", l4.message);
+    assert!(!l4.message.contains("regen-goldens --case qwen3-tiny --level L4"), "{}", l4.message);
+    // Layer 0's key heads swapped: position 0, which attends only to itself, is untouched, and the message says why.
+    assert!(l4.message.contains("reading:  position 0 is within tolerance: it attends only to itself"), "{}", l4.message);
     assert!(l4.max_abs_diff.unwrap() > 1e-2, "{:?}", l4.max_abs_diff);
+    // A golden another reference made: then regenerating is the step, and it names the root.
+    let path = s.0.join(format!("goldens/causal-lm/{CASE}.json"));
+    let mut g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    g["provenance"]["transformers"] = "4.57.0".into();
+    write(&path, &serde_json::to_string_pretty(&g).unwrap());
+    let older = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
+    let regen = format!("cargo xtask regen-goldens --case qwen3-tiny --level L4 --force --root {}", s.0.display());
+    assert!(older.message.contains("the reference changed (transformers 4.57.0 made this golden"), "{}", older.message);
+    assert!(older.message.contains(&regen), "{}", older.message);
     let l5 = run(&s.0, &format!("{CASE}/text/cpu/f32/L5"));
     assert_eq!(l5.status, Status::Fail, "{}", l5.message);
     assert!(l5.message.contains("first") || l5.message.contains("step"), "{}", l5.message);
@@ -228,30 +241,64 @@ fn a_bare_xfail_is_refused() {
     );
 }
 
-#[test]
-fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
-    let s = scratch("snap", broken);
-    let name = format!("{CASE}/text/cpu/f32/L5");
-    // No snapshot yet: the divergent stream fails (and, outside CI, leaves a .snap.new to review).
-    let first = run(&s.0, &name);
-    assert_eq!(first.status, Status::Fail);
-    assert!(first.message.contains("cargo insta review"), "{}", first.message);
-    let snap_dir = s.0.join("goldens/causal-lm/snapshots");
-    let snap = snap_dir.join(format!("{CASE}__text__cpu__f32__L5.snap"));
+/// The golden stream with its token at `step` replaced by the runner-up the reference saw there: a token change
+/// (as a near-tie flip between kernels makes one) with every number before it untouched.
+fn token_changed_at(step: usize) -> impl Fn(&Path) {
+    move |root: &Path| {
+        let path = root.join(format!("goldens/causal-lm/{CASE}_generation.json"));
+        let mut g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let other = g["steps"][step]["ids"][1].clone();
+        g["generated_tokens"][step] = other;
+        write(&path, &serde_json::to_string_pretty(&g).unwrap());
+    }
+}
+
+/// A golden whose stored step-`step` logit is 0.05 off what the package computes: numbers out, tokens kept.
+fn step_logit_moved(step: usize) -> impl Fn(&Path) {
+    use mobius_conformance::judge::hexfloat;
+    move |root: &Path| {
+        let path = root.join(format!("goldens/causal-lm/{CASE}_generation.json"));
+        let mut g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let cell = &mut g["steps"][step]["logits"][1];
+        let x = hexfloat::parse_f64(cell.as_str().unwrap()).unwrap();
+        *cell = serde_json::Value::String(hexfloat::format_f64(x + 0.05));
+        write(&path, &serde_json::to_string_pretty(&g).unwrap());
+    }
+}
+
+/// Commits a failing trial's stream as its reviewed snapshot, the way `cargo insta review` accepts one: the
+/// `.snap.new` insta left, or under CI (insta writes nothing) the trial's own rendering.
+fn accept(snap: &Path, failed: &Outcome) -> String {
     let pending = snap.with_extension("snap.new");
-    // Accept it the way `cargo insta review` does: the reviewed content becomes the committed .snap.
     let content = if pending.is_file() {
         let text = std::fs::read_to_string(&pending).unwrap();
         std::fs::remove_file(&pending).unwrap();
         text
     } else {
-        // Under CI insta writes nothing; the trial's own rendering is what a reviewer would accept.
         format!(
             "---\nsource: suite/src/report/snapshot.rs\n---\n{}",
-            first.snapshot.clone().expect("a failing stream renders its snapshot")
+            failed.snapshot.clone().expect("a failing stream renders its snapshot")
         )
     };
-    write(&snap, &content);
+    write(snap, &content);
+    content
+}
+
+fn snapshot_file(root: &Path) -> PathBuf {
+    root.join(format!("goldens/causal-lm/snapshots/{CASE}__text__cpu__f32__L5.snap"))
+}
+
+#[test]
+fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
+    let s = scratch("snap", |t| t);
+    token_changed_at(3)(&s.0);
+    let name = format!("{CASE}/text/cpu/f32/L5");
+    // No snapshot yet: the diverging stream fails (and, outside CI, leaves a .snap.new to review).
+    let first = run(&s.0, &name);
+    assert_eq!(first.status, Status::Fail, "{}", first.message);
+    assert!(first.message.contains("cargo insta review"), "{}", first.message);
+    let snap = snapshot_file(&s.0);
+    let content = accept(&snap, &first);
     let accepted = run(&s.0, &name);
     assert_eq!(accepted.status, Status::Accepted, "{}", accepted.message);
 
@@ -259,21 +306,55 @@ fn a_reviewed_snapshot_passes_while_equal_and_fails_when_changed() {
     let changed = run(&s.0, &name);
     assert_eq!(changed.status, Status::Fail, "{}", changed.message);
     assert!(changed.message.contains("does not match"), "{}", changed.message);
-    let _ = std::fs::remove_file(&pending);
+    write(&snap, &content);
+
+    // A later regression of the numbers, before the reviewed token change: the snapshot still equals the stream's
+    // tokens, and the trial fails all the same, offering no review.
+    step_logit_moved(1)(&s.0);
+    let regressed = run(&s.0, &name);
+    assert_eq!(regressed.status, Status::Fail, "{}", regressed.message);
+    assert!(regressed.message.contains("not reviewable") && regressed.message.contains("at step 1"), "{}", regressed.message);
+    assert!(regressed.message.contains("its tokens may equal the reviewed snapshot"), "{}", regressed.message);
+    assert!(!regressed.message.contains("cargo insta review"), "{}", regressed.message);
+    let _ = std::fs::remove_file(snap.with_extension("snap.new"));
+}
+
+/// A snapshot reviews tokens, never numbers: step logits out of the policy with every token kept fail with no
+/// review offered; a snapshot accepted over that failure (as an older suite offered) does not turn it green.
+#[test]
+fn a_snapshot_never_absorbs_a_numbers_failure() {
+    let s = scratch("snap-numbers", |t| t);
+    step_logit_moved(5)(&s.0);
+    let name = format!("{CASE}/text/cpu/f32/L5");
+    let first = run(&s.0, &name);
+    assert_eq!(first.status, Status::Fail, "{}", first.message);
+    assert!(first.message.contains("not reviewable") && !first.message.contains("cargo insta review"), "{}", first.message);
+    let snap = snapshot_file(&s.0);
+    assert!(!snap.with_extension("snap.new").exists(), "nothing is left to review");
+    accept(&snap, &first);
+    let again = run(&s.0, &name);
+    assert_eq!(again.status, Status::Fail, "{}", again.message);
+    assert!(again.message.contains("its tokens may equal the reviewed snapshot"), "{}", again.message);
+    assert_eq!(again.failure.map(|f| f.kind.name()), Some("step_logits"));
+}
+
+/// A `.snap.new` an earlier failing run left beside a stream that passes again is reported as stale.
+#[test]
+fn a_pending_snapshot_beside_a_passing_stream_is_reported_stale() {
+    let s = scratch("snap-stale", |t| t);
+    let snap = snapshot_file(&s.0);
+    write(&snap.with_extension("snap.new"), "---\nsource: x\n---\nleft over\n");
+    let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L5"));
+    assert_eq!(o.status, Status::Pass, "{}", o.message);
+    assert!(o.message.contains("stale:") && o.message.contains("cargo insta reject"), "{}", o.message);
 }
 
 /// L5 judges every decode step's logits, not only the tokens: a golden whose stored step-5 logit differs from what
 /// the package computes (as a decode-only bug would make the package differ) fails at step 5, tokens all kept.
 #[test]
 fn l5_fails_at_the_first_step_whose_logits_leave_tolerance() {
-    use mobius_conformance::judge::hexfloat;
     let s = scratch("step-logits", |t| t);
-    let path = s.0.join(format!("goldens/causal-lm/{CASE}_generation.json"));
-    let mut g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let cell = &mut g["steps"][5]["logits"][1];
-    let x = hexfloat::parse_f64(cell.as_str().unwrap()).unwrap();
-    *cell = serde_json::Value::String(hexfloat::format_f64(x + 0.05));
-    write(&path, &serde_json::to_string_pretty(&g).unwrap());
+    step_logit_moved(5)(&s.0);
 
     let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L5"));
     assert_eq!(o.status, Status::Fail, "{}", o.message);
@@ -294,6 +375,7 @@ fn l4_names_the_prompt_position_where_a_late_bug_starts() {
     let o = run(&s.0, &format!("{CASE}/text/cpu/f32/L4"));
     assert_eq!(o.status, Status::Fail, "{}", o.message);
     assert!(o.message.contains("prompt logits leave tolerance from position 30 on"), "{}", o.message);
+    assert!(o.message.contains("reading:  positions 0 to 29 are within tolerance: what differs depends on the position"), "{}", o.message);
     assert!(o.message.contains(&format!("positions: {} judged", prompt_len())), "{}", o.message);
     let f = o.failure.expect("a failed verdict states its failure");
     assert_eq!((f.kind.name(), f.first_position), ("logits", Some(30)));

@@ -227,3 +227,26 @@ fn a_golden_that_moved_by_less_than_the_reference_noise_is_unchanged_and_kept_an
     );
     assert_eq!(std::fs::read(&generation).unwrap(), stored);
 }
+
+/// A stream that diverges from its golden, with no reviewed snapshot: the run's output carries the suite's lines
+/// (what differs, the review command) and none of insta's own banners.
+#[test]
+fn a_snapshot_failure_prints_the_suite_s_lines_and_no_insta_banner() {
+    let (_s, root, _raw) = setup("quiet-insta");
+    let golden = root.join("goldens/causal-lm/qwen3-tiny_generation.json");
+    let mut g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&golden).unwrap()).unwrap();
+    g["generated_tokens"][3] = g["steps"][3]["ids"][1].clone();
+    std::fs::write(&golden, serde_json::to_string_pretty(&g).unwrap()).unwrap();
+    let out = root.join("report");
+    let l5 = "qwen3-tiny/text/cpu/f32/L5";
+    let o =
+        xtask(&["ci".as_ref(), "--out".as_ref(), out.as_os_str(), "--root".as_ref(), root.as_os_str(), "--filter".as_ref(), l5.as_ref()]);
+    let said = text(&o);
+    assert!(!o.status.success(), "{said}");
+    assert!(said.contains(&format!("FAIL       {l5}")), "{said}");
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("no reviewed snapshot yet") && summary.contains("review: cargo insta review"), "{summary}");
+    for banner in ["Stopped on the first failure", "To update snapshots", "Snapshot Summary", "Snapshot file:"] {
+        assert!(!said.contains(banner), "insta's `{banner}` in the run's output:\n{said}");
+    }
+}

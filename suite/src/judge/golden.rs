@@ -52,6 +52,40 @@ pub struct Provenance {
     pub weights: Option<String>,
 }
 
+impl Provenance {
+    /// How this golden's reference differs from the one the suite pins (`xtask/reference/requirements.lock`'s
+    /// transformers and torch; a torch build's local tag, `+cu132`, aside), or `None` when it is that one.
+    pub fn reference_change(&self) -> Option<String> {
+        let (transformers, torch) = reference_pins();
+        let base = |v: &str| v.split('+').next().unwrap_or(v).to_string();
+        let mut changes = Vec::new();
+        if self.transformers != transformers {
+            changes.push(format!("transformers {} made this golden, the reference venv pins {transformers}", self.transformers));
+        }
+        if base(&self.torch) != base(&torch) {
+            changes.push(format!("torch {} made it, the venv pins {torch}", self.torch));
+        }
+        (!changes.is_empty()).then(|| changes.join("; "))
+    }
+
+    /// The reference that made it, in brief.
+    pub fn made_by(&self) -> String {
+        format!("transformers {}, torch {}", self.transformers, self.torch)
+    }
+}
+
+/// The transformers and torch versions the reference venv's lock pins.
+pub fn reference_pins() -> (String, String) {
+    const LOCK: &str = include_str!("../../../xtask/reference/requirements.lock");
+    let pin = |name: &str| {
+        LOCK.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}==")))
+            .map(|v| v.trim_end_matches(['\\', ' ']).trim().to_string())
+            .unwrap_or_default()
+    };
+    (pin("transformers"), pin("torch"))
+}
+
 /// How far the reference's own float32 run sits from the same model run in float64 on the same inputs: the statistics
 /// of |f32 - f64| over the last-position logits. The tolerance policy judges a package in multiples of it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -574,4 +608,26 @@ pub fn remove_stale_temps(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod provenance_tests {
+    use super::*;
+
+    #[test]
+    fn a_golden_s_reference_is_compared_with_the_pinned_one() {
+        let (transformers, torch) = reference_pins();
+        assert!(!transformers.is_empty() && !torch.is_empty() && !transformers.contains('\\'), "{transformers} {torch}");
+        let p = |t: &str, o: &str| Provenance {
+            reference: "r".into(),
+            transformers: t.into(),
+            torch: o.into(),
+            dtype: "float32".into(),
+            device: "cpu".into(),
+            weights: None,
+        };
+        assert_eq!(p(&transformers, &format!("{torch}+cu132")).reference_change(), None, "a local build tag is the same torch");
+        let e = p("4.0.0", &torch).reference_change().unwrap();
+        assert!(e.contains("transformers 4.0.0 made this golden") && e.contains(&transformers), "{e}");
+    }
 }

@@ -79,15 +79,39 @@ impl Trial<'_> {
         format!("cargo xtask regen-goldens --case {}{level} --force{}", self.id.case(), self.suite.root_option())
     }
 
-    /// What every report of this trial names: the trial, its case file, the golden, how to regenerate it, the policy.
+    /// What every report of this trial names: the trial, its case file, the golden (and, by its `provenance`, what a
+    /// failure calls for), how to regenerate it, the policy.
     pub fn report_context<'a>(
         &'a self,
         tokenizer: &'a TextTokenizer,
         golden_file: &'a str,
+        provenance: Option<&crate::judge::golden::Provenance>,
         regenerate: &'a str,
         policy: &'a crate::judge::tolerance::Policy,
     ) -> report::Context<'a> {
-        report::Context { trial: self.name, case_file: &self.case.file, golden_file, regenerate, policy_source: &policy.source, tokenizer }
+        let next = self.next_step(provenance);
+        report::Context {
+            trial: self.name,
+            case_file: &self.case.file,
+            golden_file,
+            regenerate,
+            next,
+            policy_source: &policy.source,
+            tokenizer,
+        }
+    }
+
+    /// What a measured failure against a golden of `provenance` calls for: the golden reached the verdict, so its
+    /// inputs are the case's (a stale one is refused before); made by the pinned reference, the package changed.
+    pub fn next_step(&self, provenance: Option<&crate::judge::golden::Provenance>) -> report::NextStep {
+        let localize = format!("cargo xtask localize{} {}", self.suite.root_option(), self.name);
+        match provenance {
+            Some(p) => match p.reference_change() {
+                None => report::NextStep::Package { made: p.made_by(), localize },
+                Some(why) => report::NextStep::Regenerate { why, command: self.regenerate() },
+            },
+            None => report::NextStep::Unknown { regenerate: self.regenerate(), localize },
+        }
     }
 
     pub fn rel(&self, p: &Path) -> String {

@@ -21,9 +21,38 @@ pub struct Context<'a> {
     pub case_file: &'a str,
     pub golden_file: &'a str,
     pub regenerate: &'a str,
+    /// What a failure calls for, by the golden's provenance.
+    pub next: NextStep,
     pub policy_source: &'a str,
     /// Shows token ids as the package's tokenizer reads them.
     pub tokenizer: &'a crate::feed::tokenizer::TextTokenizer,
+}
+
+/// What a measured failure calls for, by the provenance of the golden it was measured against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextStep {
+    /// The golden was made by the reference the suite pins (`made`: its versions) on the inputs the case states: the
+    /// package changed. `localize` is the command that names the module.
+    Package { made: String, localize: String },
+    /// The golden was made by another reference than the one pinned (`why`): regenerate it.
+    Regenerate { why: String, command: String },
+    /// The golden says nothing of its reference (mobius' own goldens): either may be.
+    Unknown { regenerate: String, localize: String },
+}
+
+/// The lines a failure's message ends with, by [`NextStep`]: the package points at localization and offers no
+/// regeneration; a changed reference offers it.
+pub fn next_step(next: &NextStep) -> String {
+    match next {
+        NextStep::Package { made, localize } => format!(
+            "  the package changed: the golden is current (made by {made}, the reference the suite pins, on the case's inputs); \
+             where in the model: {localize}\n"
+        ),
+        NextStep::Regenerate { why, command } => format!("  the reference changed ({why}): regenerate: {command}\n"),
+        NextStep::Unknown { regenerate, localize } => {
+            format!("  where in the model: {localize}\n  regenerate (only if the reference changed): {regenerate}\n")
+        }
+    }
 }
 
 /// Logits no verdict can reason about: where the first NaN or infinity is. `place` names what computed them (the

@@ -88,6 +88,32 @@ pub fn render(
     s
 }
 
+/// A snapshot file's content below insta's header (`---` ... `---`).
+fn body(file: &str) -> &str {
+    file.strip_prefix("---\n").and_then(|rest| rest.split_once("\n---\n")).map_or(file, |(_, body)| body)
+}
+
+/// Where `got` first differs from the reviewed `want`, line by line: the line's number and both lines.
+fn first_difference(want: &str, got: &str) -> String {
+    let (w, g): (Vec<&str>, Vec<&str>) = (want.trim_end().lines().collect(), got.trim_end().lines().collect());
+    match (0..w.len().max(g.len())).find(|&i| w.get(i) != g.get(i)) {
+        Some(i) => format!(
+            "line {} of the reviewed snapshot is {:?}, the stream's is {:?}",
+            i + 1,
+            w.get(i).copied().unwrap_or("(none)"),
+            g.get(i).copied().unwrap_or("(none)")
+        ),
+        None => "the same lines (insta's metadata differs)".to_string(),
+    }
+}
+
+/// The pending snapshot insta writes beside `file` for review (`<name>.snap.new`).
+pub fn pending(file: &Path) -> PathBuf {
+    let mut p = file.as_os_str().to_owned();
+    p.push(".new");
+    PathBuf::from(p)
+}
+
 /// Compares `content` with the committed snapshot through insta. `Ok(())` when it matches; otherwise the message
 /// to show (insta has printed the diff, and written a `.snap.new` unless running under CI).
 pub fn assert(
@@ -116,10 +142,27 @@ pub fn assert(
             } else {
                 format!("new output written to {snap}.new")
             };
+            let differs = match std::fs::read_to_string(path(dir, name)) {
+                Ok(committed) => first_difference(body(&committed), content),
+                Err(_) => "no reviewed snapshot yet".to_string(),
+            };
             Err(format!(
-                "snapshot {snap} does not match (or does not exist); {written}.\n  review: cargo insta review (accept to make this \
-                 divergence the reviewed expectation for this variant)"
+                "snapshot {snap} does not match: {differs}; {written}.\n  review: cargo insta review (accept to make this \
+                 token divergence the reviewed expectation for this variant)"
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_differing_line_is_named_with_both_sides() {
+        let file = "---\nsource: x\ndescription: y\n---\na\nb\nc\n";
+        assert_eq!(body(file), "a\nb\nc\n");
+        assert_eq!(first_difference(body(file), "a\nB\nc\n"), "line 2 of the reviewed snapshot is \"b\", the stream's is \"B\"");
+        assert_eq!(first_difference("a\n", "a\nmore\n"), "line 2 of the reviewed snapshot is \"(none)\", the stream's is \"more\"");
     }
 }

@@ -7,7 +7,7 @@ use std::fmt::{self, Write};
 use super::Context;
 use crate::judge::prefill::{PrefillReason, PrefillReport};
 use crate::judge::stream::{DivergenceKind, GenerationReason, GenerationReport, TokensThere};
-use crate::judge::verdict::{OverLimit, STATS, Stale};
+use crate::judge::verdict::{OverLimit, STATS, Stale, Verdict};
 
 fn tok(ctx: &Context, id: i64) -> String {
     format!("{id} {:?}", ctx.tokenizer.token(id))
@@ -178,6 +178,9 @@ pub fn prefill(ctx: &Context, r: &PrefillReport) -> String {
             p.max_at,
             position_profile(&p.per_position)
         );
+        if let Some(o) = &p.first_out {
+            let _ = writeln!(s, "  reading:  {}", position_reading(o.position));
+        }
     }
     if let Some(n) = &r.noise {
         let stat =
@@ -186,8 +189,29 @@ pub fn prefill(ctx: &Context, r: &PrefillReport) -> String {
     }
     let _ = writeln!(s, "  policy:   {} [{}]", r.tolerance, ctx.policy_source);
     let _ = writeln!(s, "  golden:   {}", ctx.golden_file);
-    let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
+    if r.verdict == Verdict::Fail {
+        s.push_str(&super::next_step(&ctx.next));
+    } else {
+        let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
+    }
     s
+}
+
+/// What the first position out of tolerance suggests, in one line.
+fn position_reading(first: usize) -> String {
+    match first {
+        0 => "out from position 0 on: something every position computes differs (the embedding, a norm, the MLP, the \
+              attention's value or output projection, the head), not a mask or a position"
+            .to_string(),
+        1 => "position 0 is within tolerance: it attends only to itself, so queries and keys cannot change it; what \
+              differs acts on the attention scores (the query or key projections, RoPE, the mask)"
+            .to_string(),
+        n => format!(
+            "positions 0 to {} are within tolerance: what differs depends on the position (RoPE past a point, the \
+             attention mask or window, the cache), not on a weight every position uses",
+            n - 1
+        ),
+    }
 }
 
 /// max |diff| per prompt position in at most 8 ranges, so a bug that starts mid-prompt shows where: `0-29 3.1e-6 |
@@ -244,6 +268,10 @@ pub fn generation(ctx: &Context, r: &GenerationReport) -> String {
     }
     let _ = writeln!(s, "  policy:   {} [{}]", r.tolerance, ctx.policy_source);
     let _ = writeln!(s, "  golden:   {}", ctx.golden_file);
-    let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
+    if r.verdict == Verdict::Fail {
+        s.push_str(&super::next_step(&ctx.next));
+    } else {
+        let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
+    }
     s
 }

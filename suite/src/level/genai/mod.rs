@@ -116,7 +116,8 @@ fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
     let feed = Feed::Ids { library: run.library.clone(), version: crate::run::genai::version::GENAI_VERSION, generated: run.tokens.len() };
     let r = judge::judge(feed, None, Some(&run.prefill_logits), &run.tokens, &goldens);
     let regenerate = t.regenerate();
-    let ctx = t.report_context(&p.tokenizer, &generation_file, &regenerate, policy);
+    let ctx =
+        t.report_context(&p.tokenizer, &generation_file, generation.as_ref().and_then(|g| g.provenance.as_ref()), &regenerate, policy);
     Ok(genai_outcome(crate::level::genai::render::message(&ctx, &r), r))
 }
 
@@ -147,7 +148,7 @@ fn run_genai_media(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcom
     let goldens = judge::Goldens { prefill: None, generation: generation.as_ref().map(|g| (g, &tol, file.as_str())) };
     let r = judge::judge(Feed::Processor { modality: t.modality }, difference, None, &run.tokens, &goldens);
     let regenerate = t.regenerate();
-    let ctx = t.report_context(tokenizer, &file, &regenerate, policy);
+    let ctx = t.report_context(tokenizer, &file, generation.as_ref().and_then(|g| g.provenance.as_ref()), &regenerate, policy);
     Ok(genai_outcome(crate::level::genai::render::message(&ctx, &r), r))
 }
 

@@ -60,10 +60,10 @@ pub fn message(ctx: &Context, r: &GenaiReport) -> String {
         );
     }
     if let Some((p, file)) = &r.prefill {
-        s.push_str(&prefill(&Context { golden_file: file, ..*ctx }, p));
+        s.push_str(&prefill(&Context { golden_file: file, next: ctx.next.clone(), ..*ctx }, p));
     }
     if let Some((g, file)) = &r.generation {
-        s.push_str(&generation(&Context { golden_file: file, ..*ctx }, g));
+        s.push_str(&generation(&Context { golden_file: file, next: ctx.next.clone(), ..*ctx }, g));
     }
     s
 }

@@ -134,7 +134,7 @@ fn run_generation(t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipelin
         })
     });
     let regenerate = t.regenerate();
-    let ctx = t.report_context(&p.tokenizer, golden_file, &regenerate, p.policy);
+    let ctx = t.report_context(&p.tokenizer, golden_file, golden.provenance.as_ref(), &regenerate, p.policy);
     let outcome = Outcome {
         status: r.verdict.into(),
         message: report::verdict::generation(&ctx, &r),
@@ -150,7 +150,13 @@ fn run_generation(t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipelin
     let tokenizer = &p.tokenizer;
     let token = |id: i64| tokenizer.token(id);
     let text = |ids: &[i64]| tokenizer.decode(ids);
-    Ok(review_trial::review_snapshot(t, outcome, || {
+    // Step logits out of the policy before any token changed: numbers, which no snapshot reviews.
+    let numbers_out = step_logits
+        .as_ref()
+        .and_then(|s| s.first_out)
+        .map(|o| o.step)
+        .filter(|&step| r.first_divergence.as_ref().is_none_or(|d| step < d.index));
+    Ok(review_trial::review_snapshot(t, outcome, numbers_out, || {
         let l4 = p.paths.prefill.is_file().then(|| l4_note(&p.paths.prefill, &free.prefill_logits, tol)).flatten();
         (snapshot::render(t.name, &r, &golden, &token, &text), format!("{}\n{}", t.name, l4.unwrap_or_default()))
     }))

@@ -109,7 +109,7 @@ fn run_prefill(t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipeline) 
         Box::new(Failure { first_position, ..Failure::prefill(max_abs) })
     });
     let regenerate = t.regenerate();
-    let ctx = t.report_context(&p.tokenizer, &p.golden_file, &regenerate, p.policy);
+    let ctx = t.report_context(&p.tokenizer, &p.golden_file, golden.provenance.as_ref(), &regenerate, p.policy);
     Ok(Outcome {
         status: r.verdict.into(),
         message: report::verdict::prefill(&ctx, &r),
