@@ -97,6 +97,8 @@ struct Args {
     root: PathBuf,
     run: bool,
     force: bool,
+    /// A degenerate golden stream is an error, not a warning.
+    strict: bool,
     /// The user said that the case may read files outside the suite root.
     external_paths: bool,
 }
@@ -105,7 +107,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let (mut hf, mut package, mut prompt, mut name, mut task) = (None, None, None, None, "causal-lm".to_string());
     let (mut ep, mut dtype, mut tokenizer, mut max_new_tokens) = (None, None, None, 16u32);
     let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, PathBuf::from);
-    let (mut run, mut force, mut external_paths) = (true, false, false);
+    let (mut run, mut force, mut external_paths, mut strict) = (true, false, false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or_else(|| format!("new-case: {a} needs a value"));
@@ -132,6 +134,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--root" => root = PathBuf::from(value()?),
             "--no-run" => run = false,
             "--force" => force = true,
+            "--strict" => strict = true,
             "--external-paths" => external_paths = true,
             other => return Err(format!("new-case: unknown option `{other}` (cargo xtask new-case --help)")),
         }
@@ -152,6 +155,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         root,
         run,
         force,
+        strict,
         external_paths,
     })
 }
@@ -288,12 +292,42 @@ pub fn advice(m: &Margin) -> Option<String> {
     ))
 }
 
+/// Why a golden stream cannot catch a decode bug, if it cannot: one token repeated all along (a model that never
+/// varies its answer), or most steps' margins under the near-tie line (where every flip is excused). The text says
+/// how to sharpen a random-weight test model.
+pub fn degenerate(m: &Margin) -> Option<String> {
+    let why = if m.tokens.len() >= 2 && m.tokens.iter().all(|&t| t == m.tokens[0]) {
+        format!("the reference generates token {} at every one of its {} steps", m.tokens[0], m.tokens.len())
+    } else {
+        let (loosest, dtype) = m.near_tie?;
+        let under = m.each.iter().filter(|&&x| x < loosest).count();
+        if 2 * under <= m.each.len() {
+            return None;
+        }
+        format!("{under} of its {} margins are under the near-tie margin {loosest} of {dtype}, where every flip is excused", m.each.len())
+    };
+    Some(format!(
+        "DEGENERATE {}: {why}; such a stream cannot catch a decode bug. A random-weight model: initialise it with a larger \
+         std (e.g. initializer_range 0.2 in config.json), scale its LM head or final norm up until every margin clears the \
+         near-tie line (xtask/reference/fixtures.py does this for the bundled fixtures: MIN_MARGIN), or use a trained \
+         checkpoint; then rerun with --force",
+        m.what
+    ))
+}
+
 pub fn new_case(args: &[String]) -> Result<(), String> {
     let a = parse(args)?;
     let spec = plan(&a)?;
     let path = write_case(&a.root, &spec, a.force)?;
     println!("WROTE      {}", mobius_conformance::paths::relative(&a.root, &path));
     let margins = regen::regen_case(&a.root, &spec.name, a.force)?;
+    let degenerate: Vec<String> = margins.iter().filter_map(degenerate).collect();
+    for d in &degenerate {
+        println!("\n{d}");
+    }
+    if a.strict && !degenerate.is_empty() {
+        return Err(format!("new-case --strict: {} degenerate golden stream(s), above", degenerate.len()));
+    }
     for m in &margins {
         println!("\nsmallest reference margin of {}: {:.4} at step {} of {}", m.what, m.min, m.step, m.steps);
         match (advice(m), m.near_tie) {
@@ -393,6 +427,7 @@ mod tests {
             root: root.to_path_buf(),
             run: false,
             force: false,
+            strict: false,
             external_paths: false,
         }
     }
@@ -483,9 +518,36 @@ mod tests {
 
     #[test]
     fn a_golden_near_a_tie_gets_advice_and_a_clear_one_none() {
-        let m = Margin { what: "x".into(), min: 0.004, step: 5, steps: 16, near_tie: Some((0.01, Dtype::F32)) };
+        let m = Margin {
+            what: "x".into(),
+            min: 0.004,
+            step: 5,
+            steps: 16,
+            near_tie: Some((0.01, Dtype::F32)),
+            each: vec![0.5; 17],
+            tokens: (0..16).collect(),
+        };
         let text = advice(&m).unwrap();
         assert!(text.contains("generated step 5") && text.contains("--max-new-tokens 5") && text.contains("--prompt"), "{text}");
         assert!(advice(&Margin { min: 0.5, ..m }).is_none());
+    }
+
+    #[test]
+    fn a_stream_of_one_token_or_of_near_ties_is_degenerate_and_says_how_to_sharpen_it() {
+        let m = Margin {
+            what: "tiny (text, f32 golden)".into(),
+            min: 0.3,
+            step: 2,
+            steps: 4,
+            near_tie: Some((0.01, Dtype::F32)),
+            each: vec![0.4, 0.3, 0.5, 0.6, 0.7],
+            tokens: vec![5, 9, 5, 7],
+        };
+        assert_eq!(degenerate(&m), None, "varied tokens, clear margins");
+        let one = degenerate(&Margin { tokens: vec![5; 4], ..m.clone() }).unwrap();
+        assert!(one.contains("generates token 5 at every one of its 4 steps") && one.contains("initializer_range"), "{one}");
+        let ties = degenerate(&Margin { each: vec![0.001, 0.002, 0.5, 0.003, 0.7], ..m.clone() }).unwrap();
+        assert!(ties.contains("3 of its 5 margins are under the near-tie margin 0.01"), "{ties}");
+        assert_eq!(degenerate(&Margin { each: vec![0.001, 0.002, 0.5, 0.6, 0.7], ..m }), None, "two of five is not most");
     }
 }

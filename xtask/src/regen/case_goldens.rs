@@ -259,8 +259,8 @@ fn fed_and_features(raw: &Path, tensors: &std::collections::HashMap<String, RawT
 /// the margin goes into the ledger.
 fn margin(suite: &Suite, stream: &Stream, run: &ReferenceRun, ledger: &mut Ledger) -> Vec<String> {
     let mut lines = Vec::new();
-    let each = run.step_logits.iter().map(|l| mobius_numeric::TopK::of(l, 2).margin());
-    if let Some((step, min)) = each.enumerate().min_by(|a, b| a.1.total_cmp(&b.1)) {
+    let each: Vec<f64> = run.step_logits.iter().map(|l| mobius_numeric::TopK::of(l, 2).margin()).collect();
+    if let Some((step, min)) = each.iter().copied().enumerate().min_by(|a, b| a.1.total_cmp(&b.1)) {
         let what = format!("{} ({}, {} golden)", stream.case.name, stream.modality, stream.dtype);
         lines.push(format!(
             "margin     {what}: smallest reference top1-top2 margin over prefill and {} steps = {min:.4} (step {step})",
@@ -275,7 +275,7 @@ fn margin(suite: &Suite, stream: &Stream, run: &ReferenceRun, ledger: &mut Ledge
                  an honest {dtype} flip there would only be AMBIGUOUS; pick a seed or prompt with larger margins"
             ));
         }
-        ledger.margins.push(Margin { what, min, step, steps: run.step_logits.len(), near_tie });
+        ledger.margins.push(Margin { what, min, step, steps: run.step_logits.len(), near_tie, each, tokens: run.generated_tokens.clone() });
     }
     lines
 }

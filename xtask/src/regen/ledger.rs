@@ -95,6 +95,10 @@ pub struct Margin {
     pub step: usize,
     pub steps: usize,
     pub near_tie: Option<(f64, Dtype)>,
+    /// Every position's margin: the prefill's last, then each generated step's.
+    pub each: Vec<f64>,
+    /// The tokens the reference generated.
+    pub tokens: Vec<i64>,
 }
 
 impl Margin {
