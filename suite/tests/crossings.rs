@@ -1,6 +1,6 @@
 //! What crosses between the host and the device per call, checked on the CPU: `run::crossing` records every value a
 //! decoder call hands the session from the host and every output it reads back, as a device run moves them (on the
-//! CPU nothing moves, but the calls are the same). The README's device section states these lists; the KV cache
+//! CPU nothing moves, but the calls are the same). docs/running.md's device section states these lists; the KV cache
 //! never appears in them, and a prefill reads one row, not its `[prompt, vocab]` block.
 
 use mobius_conformance::paths::workspace_root;

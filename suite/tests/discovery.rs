@@ -52,7 +52,7 @@ fn a_case_that_does_not_load_fails_the_trials_a_filter_aims_at() {
     for name in ["garbage/text/cpu/f32/L4", "garbage/text/default/f16/L5", "garbage/image/cuda/bf16/vision_encoder", "garbage/case"] {
         assert!(failing(name).contains("cases/causal-lm/garbage.yaml"));
     }
-    // The README's filter and the nightly workflow's both find them.
+    // The filter docs/running.md gives and the nightly workflow's both find them.
     for filter in ["typo/text/cpu", "/cpu/"] {
         assert!(plan.iter().any(|t| t.name.contains(filter) && t.name.starts_with("typo/")), "{filter}");
     }

@@ -107,7 +107,7 @@ fn a_distribution_block_out_of_range_fails_naming_the_field() {
     assert!(all.iter().all(|(_, o)| o.status == Status::Fail && o.message.contains("top_k")), "{:?}", all.first().map(|a| &a.1.message));
 }
 
-/// Every committed distribution golden within the budget the README states (256 KiB), and readable.
+/// Every committed distribution golden within the budget docs/levels.md states (256 KiB), and readable.
 #[test]
 fn committed_dist_goldens_are_within_their_size_budget() {
     let mut found = 0;

@@ -40,7 +40,7 @@ fn quoted(s: &str) -> String {
 
 /// The case file's text.
 pub fn yaml(s: &Spec) -> String {
-    let mut y = String::from("# Written by `cargo xtask new-case`; edit freely (the README's \"Cases\" lists every field).\n");
+    let mut y = String::from("# Written by `cargo xtask new-case`; edit freely (docs/cases.md lists every field).\n");
     y += &format!("model_id: {}\nmodel_type: {}\nrevision: \"local\"\n", quoted(&s.model_id), quoted(&s.model_type));
     y += "task_type: \"text-generation\"\ndtype: \"float32\"\nlevel: \"L4+L5\"\n\n";
     y += &format!("inputs:\n  prompts:\n    - {}\n\n", quoted(&s.prompt));
