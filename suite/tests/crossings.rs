@@ -103,23 +103,25 @@ fn a_prefill_check_reads_its_block_once_and_the_gate_reads_only_the_rows_it_scor
 }
 
 #[test]
-fn what_a_call_reads_from_the_device_is_what_the_host_would_have_read() {
-    // The same call with and without the recorder gives the same numbers: recording only watches.
+fn a_nested_recording_is_seen_by_the_outer_one_and_a_panic_restores_it() {
     let d = decoder("gemma3-tiny/onnx/default-f32");
     let empty = d.new_cache().unwrap();
-    let (plain, _) = d.forward(StepInput::Ids(PROMPT.to_vec()), &empty, 2).unwrap();
-    let ((watched, _), moved) = recorded(|| d.forward(StepInput::Ids(PROMPT.to_vec()), &empty, 2).unwrap());
-    assert_eq!(plain.logits, watched.logits);
-    assert!(!moved.is_empty());
-    // Nested recording: the outer recorder sees what the inner one saw.
     let ((_, inner), outer) = recorded(|| recorded(|| d.forward(StepInput::Ids(vec![3]), &empty, 1).unwrap()));
+    assert!(!inner.is_empty());
     assert_eq!(inner, outer);
+    // A recorded call that panics leaves the outer recording in place, still recording.
+    let (_, outer) = recorded(|| {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| recorded(|| panic!("inside"))));
+        d.forward(StepInput::Ids(vec![3]), &empty, 1).unwrap()
+    });
+    assert_eq!(outer, inner, "the outer recording survived the inner one's panic");
 }
 
 #[test]
 fn the_rows_copied_off_a_device_are_the_last_rows() {
-    // `copy_last_rows` is how a device's logits rows come to the host (a view of the rows where the tensor lives,
-    // copied once); on a host tensor it runs the same way, so the offset arithmetic is checked here.
+    // `copy_last_rows` is how a device's logits rows come to the host (ONNX Runtime gathers them where the tensor
+    // lives, a one-node session on its device); on a host tensor it runs the same way, so it is checked here, for
+    // each float type a decoder's logits may have.
     use mobius_conformance::run::crossing::copy_last_rows;
     use ort::value::Tensor;
     mobius_conformance::run::runtime::load().unwrap();
@@ -133,6 +135,10 @@ fn the_rows_copied_off_a_device_are_the_last_rows() {
     let rows = copy_last_rows(&v, 1).unwrap();
     assert_eq!(rows.try_extract_tensor::<half::f16>().unwrap().1, &halves[9..]);
     assert!(copy_last_rows(&v, 5).is_err(), "more rows than the tensor has");
+    let brains: Vec<half::bf16> = data.iter().map(|&x| half::bf16::from_f32(x)).collect();
+    let v = Tensor::<half::bf16>::from_array(([1i64, 4, 3], brains.clone())).unwrap().into_dyn();
+    let rows = copy_last_rows(&v, 3).unwrap();
+    assert_eq!(rows.try_extract_tensor::<half::bf16>().unwrap().1, &brains[3..]);
     let ids = Tensor::<i64>::from_array(([1i64, 2, 2], vec![1i64, 2, 3, 4])).unwrap().into_dyn();
     assert!(copy_last_rows(&ids, 1).is_err(), "only float rows");
 }

@@ -146,8 +146,8 @@ impl TokenCheck {
 pub enum Problem {
     /// A trial failed on the device.
     Failed { trial: String },
-    /// A trial it planned was skipped: gpu-check plans only trials that run on CUDA, so a skip is a trial it would
-    /// claim to have run and did not (a package or golden missing on the runner, a level that could not start).
+    /// A trial it planned was skipped: every level runs on CUDA, so a skip is a trial it would claim to have run
+    /// and did not (a package or golden missing on the runner, a level that could not start).
     Skipped { trial: String, why: String },
     /// CUDA's greedy tokens are not the CPU's.
     TokensDiffer { model: String, step: usize, cuda: Option<i64>, cpu: Option<i64> },

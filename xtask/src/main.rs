@@ -67,18 +67,23 @@ const TASKS: &[(&str, &str)] = &[
     (
         "new-case",
         "\
-  new-case --hf HF_DIR --package PACKAGE --prompt TEXT [--name NAME] [--task DIR] [--ep EP] [--dtype DTYPE]
-           [--tokenizer DIR] [--max-new-tokens N] [--root SUITE_DIR] [--no-run] [--force] [--strict] [--external-paths]
-      Scaffold a case for a new model and take it to its first trials in one command: write
-      cases/<task>/<name>.yaml (HF_DIR: a Hugging Face model folder with config.json and its weights;
-      PACKAGE: an ONNX Runtime GenAI package folder or hf://org/repo[@rev][/subfolder]), run regen-goldens for
-      it, report the golden's smallest top1-top2 margin (and what to do when that is near a tie), then run the
-      case's trials. Defaults: --name from the HF folder, --task causal-lm, --ep and --dtype from a package
-      folder named <ep>-<dtype> (else default, f32), --max-new-tokens 16. --no-run stops after the goldens;
-      --force overwrites an existing case file and its goldens. A degenerate golden stream (one token repeated, or
-      most margins under the near-tie line) is warned about, with how to sharpen the model; --strict refuses it.
-      --task and --name stay inside the root; a
-      model, package or tokenizer outside it needs --external-paths (written as `external_paths: true`).
+  new-case --hf HF_DIR (--package PACKAGE | [--eps EPS] [--dtypes DTYPES] [--packages DIR]) --prompt TEXT
+           [--name NAME] [--task DIR] [--ep EP] [--dtype DTYPE] [--tokenizer DIR] [--max-new-tokens N]
+           [--root SUITE_DIR] [--no-run] [--force] [--strict] [--external-paths]
+      Take a model to its first trials in one command: write cases/<task>/<name>.yaml (HF_DIR: a Hugging Face
+      model folder with config.json and its weights), run regen-goldens for it, report the golden's smallest
+      top1-top2 margin (and what to do when that is near a tie), then run the case's trials. The packages:
+      --package PACKAGE judges one (an ONNX Runtime GenAI package folder, or hf://org/repo[@rev][/subfolder];
+      its variant from a folder named <ep>-<dtype>, or --ep/--dtype); without it, every variant of --eps x
+      --dtypes (comma lists, e.g. --eps default,cpu --dtypes f32,int4; default: default, f32) is built from
+      HF_DIR with the reference venv's mobius (`mobius build --runtime ort-genai --ep <ep> [--dtype <dtype>]`;
+      int4: the project's quantizer over the same ep's f32 build) into --packages DIR (default
+      target/cases/<name>/onnx under the root) and the case's matrix lists them all. Defaults: --name from the
+      HF folder, --task causal-lm, --max-new-tokens 16. --no-run stops after the goldens; --force overwrites an
+      existing case file and its goldens. A degenerate golden stream (one token repeated, or most margins
+      under the near-tie line) is warned about, with how to sharpen the model; --strict refuses it. --task and
+      --name stay inside the root; a model, package or tokenizer outside it needs --external-paths (written as
+      `external_paths: true`).
 ",
     ),
     (

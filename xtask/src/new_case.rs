@@ -27,8 +27,8 @@ pub struct Spec {
     pub reference: String,
     pub tokenizer: Option<String>,
     pub package: String,
-    pub ep: Ep,
-    pub dtype: Dtype,
+    pub eps: Vec<Ep>,
+    pub dtypes: Vec<Dtype>,
     /// A path leaves the suite root: the case must say so.
     pub external_paths: bool,
 }
@@ -52,7 +52,13 @@ pub fn yaml(s: &Spec) -> String {
     if s.external_paths {
         y += "external_paths: true\n";
     }
-    y += &format!("matrix:\n  eps: [{}]\n  dtypes: [{}]\n  package: {}\n", s.ep.name(), s.dtype.name(), quoted(&s.package));
+    let list = |names: Vec<&str>| names.join(", ");
+    y += &format!(
+        "matrix:\n  eps: [{}]\n  dtypes: [{}]\n  package: {}\n",
+        list(s.eps.iter().map(|e| e.name()).collect()),
+        list(s.dtypes.iter().map(|d| d.name()).collect()),
+        quoted(&s.package)
+    );
     y
 }
 
@@ -86,12 +92,15 @@ pub fn variant_from_folder(package: &str) -> Option<(Ep, Dtype)> {
 
 struct Args {
     hf: PathBuf,
-    package: String,
+    /// A package to judge (`None`: build them, one per variant of `eps` x `dtypes`, into `packages`).
+    package: Option<String>,
+    eps: Vec<Ep>,
+    dtypes: Vec<Dtype>,
+    /// Where built packages go (default `<root>/target/cases/<name>/onnx`).
+    packages: Option<PathBuf>,
     prompt: String,
     name: Option<String>,
     task: String,
-    ep: Option<Ep>,
-    dtype: Option<Dtype>,
     tokenizer: Option<PathBuf>,
     max_new_tokens: u32,
     root: PathBuf,
@@ -106,6 +115,7 @@ struct Args {
 fn parse(args: &[String]) -> Result<Args, String> {
     let (mut hf, mut package, mut prompt, mut name, mut task) = (None, None, None, None, "causal-lm".to_string());
     let (mut ep, mut dtype, mut tokenizer, mut max_new_tokens) = (None, None, None, 16u32);
+    let (mut eps, mut dtypes, mut packages) = (Vec::new(), Vec::new(), None);
     let mut root = std::env::var_os("MOBIUS_SUITE_ROOT").map_or_else(workspace_root, PathBuf::from);
     let (mut run, mut force, mut external_paths, mut strict) = (true, false, false, false);
     let mut it = args.iter();
@@ -125,6 +135,17 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 let v = value()?;
                 dtype = Some(Dtype::parse(&v).ok_or_else(|| format!("--dtype {v:?}: expected f32, f16, bf16 or int4"))?);
             }
+            "--eps" => {
+                for v in value()?.split(',') {
+                    eps.push(Ep::parse(v.trim()).ok_or_else(|| format!("--eps: {v:?}: expected default, cpu or cuda"))?);
+                }
+            }
+            "--dtypes" => {
+                for v in value()?.split(',') {
+                    dtypes.push(Dtype::parse(v.trim()).ok_or_else(|| format!("--dtypes: {v:?}: expected f32, f16, bf16 or int4"))?);
+                }
+            }
+            "--packages" => packages = Some(PathBuf::from(value()?)),
             "--tokenizer" => tokenizer = Some(PathBuf::from(value()?)),
             "--max-new-tokens" => {
                 let v = value()?;
@@ -142,14 +163,22 @@ fn parse(args: &[String]) -> Result<Args, String> {
     fn need<T>(v: Option<T>, flag: &str) -> Result<T, String> {
         v.ok_or_else(|| format!("new-case: {flag} is required (cargo xtask new-case --help)"))
     }
+    if package.is_some() && (!eps.is_empty() || !dtypes.is_empty() || packages.is_some()) {
+        return Err("new-case: --package judges one package; --eps/--dtypes/--packages build them instead: pass one or the other".into());
+    }
+    eps.extend(ep);
+    dtypes.extend(dtype);
+    eps.dedup();
+    dtypes.dedup();
     Ok(Args {
         hf: need(hf, "--hf HF_DIR")?,
-        package: need(package, "--package PACKAGE")?,
+        package,
+        eps,
+        dtypes,
+        packages,
         prompt: need(prompt, "--prompt TEXT")?,
         name,
         task,
-        ep,
-        dtype,
         tokenizer,
         max_new_tokens,
         root,
@@ -195,13 +224,25 @@ fn plan(a: &Args) -> Result<Spec, String> {
     if ext {
         outside.push(format!("--hf {reference}"));
     }
-    let (package, variant) = match HubRef::parse(&a.package) {
+    let Some(package_arg) = a.package.as_deref() else {
+        return Err("new-case: no package: pass --package PACKAGE, or --eps/--dtypes to build them".into());
+    };
+    let (package, variant) = match HubRef::parse(package_arg) {
         Some(r) => {
             let r = r.map_err(|e| format!("--package: {e}"))?;
-            (a.package.clone(), variant_from_folder(&r.subfolder))
+            (package_arg.to_string(), variant_from_folder(&r.subfolder))
+        }
+        // Built here: a folder of `<ep>-<dtype>` packages, named by the template.
+        None if package_arg.ends_with("/{ep}-{dtype}") => {
+            let dir = Path::new(package_arg.trim_end_matches("/{ep}-{dtype}"));
+            let (s, ext) = shown(&a.root, dir);
+            if ext {
+                outside.push(format!("--packages {s}"));
+            }
+            (format!("{s}/{{ep}}-{{dtype}}"), None)
         }
         None => {
-            let p = Path::new(&a.package);
+            let p = Path::new(package_arg);
             if !p.join("genai_config.json").is_file() {
                 return Err(format!("--package {}: no genai_config.json (expected an ONNX Runtime GenAI package folder)", p.display()));
             }
@@ -213,12 +254,14 @@ fn plan(a: &Args) -> Result<Spec, String> {
             (s, v)
         }
     };
-    let ep = a.ep.or(variant.map(|v| v.0)).unwrap_or(Ep::Default);
-    let dtype = a.dtype.or(variant.map(|v| v.1)).unwrap_or(Dtype::F32);
+    let eps = if a.eps.is_empty() { vec![variant.map_or(Ep::Default, |v| v.0)] } else { a.eps.clone() };
+    let dtypes = if a.dtypes.is_empty() { vec![variant.map_or(Dtype::F32, |v| v.1)] } else { a.dtypes.clone() };
     let tokenizer = match &a.tokenizer {
         Some(t) => Some(t.clone()),
         None if a.hf.join("tokenizer.json").is_file() => None,
-        None if !package.starts_with("hf://") && Path::new(&a.package).join("tokenizer.json").is_file() => Some(PathBuf::from(&a.package)),
+        None if !package.starts_with("hf://") && Path::new(package_arg).join("tokenizer.json").is_file() => {
+            Some(PathBuf::from(package_arg))
+        }
         None => return Err(format!("no tokenizer.json in {} or the package: pass --tokenizer DIR", a.hf.display())),
     };
     let tokenizer = tokenizer.map(|t| {
@@ -249,8 +292,8 @@ fn plan(a: &Args) -> Result<Spec, String> {
         reference,
         tokenizer,
         package,
-        ep,
-        dtype,
+        eps,
+        dtypes,
         external_paths: external,
     })
 }
@@ -293,11 +336,22 @@ pub fn advice(m: &Margin) -> Option<String> {
 }
 
 /// Why a golden stream cannot catch a decode bug, if it cannot: one token repeated all along (a model that never
-/// varies its answer), or most steps' margins under the near-tie line (where every flip is excused). The text says
+/// varies its answer) or, after the first, two in turn over six steps or more (a loop), or most steps' margins under the near-tie line
+/// (where every flip is excused). The text says
 /// how to sharpen a random-weight test model.
 pub fn degenerate(m: &Margin) -> Option<String> {
-    let why = if m.tokens.len() >= 2 && m.tokens.iter().all(|&t| t == m.tokens[0]) {
+    let distinct = |t: &[i64]| {
+        let mut d = t.to_vec();
+        d.sort_unstable();
+        d.dedup();
+        d
+    };
+    // After its first token (which the prompt decides), a stream that turns over two tokens only is a loop.
+    let tail = distinct(m.tokens.get(1..).unwrap_or_default());
+    let why = if m.tokens.len() >= 2 && distinct(&m.tokens).len() == 1 {
         format!("the reference generates token {} at every one of its {} steps", m.tokens[0], m.tokens.len())
+    } else if m.tokens.len() >= 6 && tail.len() == 2 {
+        format!("from its second step on, the reference's {} steps use only tokens {} and {}", m.tokens.len(), tail[0], tail[1])
     } else {
         let (loosest, dtype) = m.near_tie?;
         let under = m.each.iter().filter(|&&x| x < loosest).count();
@@ -316,7 +370,21 @@ pub fn degenerate(m: &Margin) -> Option<String> {
 }
 
 pub fn new_case(args: &[String]) -> Result<(), String> {
-    let a = parse(args)?;
+    let mut a = parse(args)?;
+    if a.package.is_none() {
+        // Every variant asked for, built from the Hugging Face folder with the reference venv's mobius.
+        let name = a.name.clone().unwrap_or_else(|| default_name(&a.hf));
+        check_name(&name)?;
+        let out = a.packages.clone().unwrap_or_else(|| a.root.join("target/cases").join(&name).join("onnx"));
+        let eps = if a.eps.is_empty() { vec![Ep::Default] } else { a.eps.clone() };
+        let dtypes = if a.dtypes.is_empty() { vec![Dtype::F32] } else { a.dtypes.clone() };
+        let variants: Vec<String> = eps.iter().flat_map(|e| dtypes.iter().map(move |d| format!("{}-{}", e.name(), d.name()))).collect();
+        let t0 = std::time::Instant::now();
+        regen::build_packages(&a.hf, &out, &variants)?;
+        println!("BUILT      {} packages in {:.1}s into {}", variants.len(), t0.elapsed().as_secs_f64(), out.display());
+        (a.eps, a.dtypes) = (eps, dtypes);
+        a.package = Some(format!("{}/{{ep}}-{{dtype}}", out.to_string_lossy().trim_end_matches('/')));
+    }
     let spec = plan(&a)?;
     let path = write_case(&a.root, &spec, a.force)?;
     println!("WROTE      {}", mobius_conformance::paths::relative(&a.root, &path));
@@ -326,7 +394,11 @@ pub fn new_case(args: &[String]) -> Result<(), String> {
         println!("\n{d}");
     }
     if a.strict && !degenerate.is_empty() {
-        return Err(format!("new-case --strict: {} degenerate golden stream(s), above", degenerate.len()));
+        return Err(format!(
+            "new-case --strict: {} degenerate golden stream(s), above; the case file and its goldens stay written (rerun \
+             with a sharper model and --force, or delete them)",
+            degenerate.len()
+        ));
     }
     for m in &margins {
         println!("\nsmallest reference margin of {}: {:.4} at step {} of {}", m.what, m.min, m.step, m.steps);
@@ -377,8 +449,8 @@ mod tests {
             reference: "models/phi3/hf".into(),
             tokenizer: None,
             package: "hf://acme/phi3-onnx@main/cpu-int4".into(),
-            ep: Ep::Cpu,
-            dtype: Dtype::Int4,
+            eps: vec![Ep::Cpu],
+            dtypes: vec![Dtype::Int4],
             external_paths: false,
         }
     }
@@ -416,12 +488,13 @@ mod tests {
     fn args(root: &Path, hf: &Path, package: &Path) -> Args {
         Args {
             hf: hf.to_path_buf(),
-            package: package.to_string_lossy().into_owned(),
+            package: Some(package.to_string_lossy().into_owned()),
+            eps: Vec::new(),
+            dtypes: Vec::new(),
+            packages: None,
             prompt: "p".into(),
             name: None,
             task: "causal-lm".into(),
-            ep: None,
-            dtype: None,
             tokenizer: None,
             max_new_tokens: 4,
             root: root.to_path_buf(),
@@ -546,6 +619,10 @@ mod tests {
         assert_eq!(degenerate(&m), None, "varied tokens, clear margins");
         let one = degenerate(&Margin { tokens: vec![5; 4], ..m.clone() }).unwrap();
         assert!(one.contains("generates token 5 at every one of its 4 steps") && one.contains("initializer_range"), "{one}");
+        let a_loop = degenerate(&Margin { tokens: vec![132, 99, 342, 99, 342, 99, 342, 99], ..m.clone() }).unwrap();
+        assert!(a_loop.contains("8 steps use only tokens 99 and 342"), "{a_loop}");
+        assert_eq!(degenerate(&Margin { tokens: vec![1, 2, 1, 2], ..m.clone() }), None, "too short to call a loop");
+        assert_eq!(degenerate(&Margin { tokens: vec![1, 2, 3, 2, 3, 4, 2, 3], ..m.clone() }), None, "three after the first");
         let ties = degenerate(&Margin { each: vec![0.001, 0.002, 0.5, 0.003, 0.7], ..m.clone() }).unwrap();
         assert!(ties.contains("3 of its 5 margins are under the near-tie margin 0.01"), "{ties}");
         assert_eq!(degenerate(&Margin { each: vec![0.001, 0.002, 0.5, 0.6, 0.7], ..m }), None, "two of five is not most");

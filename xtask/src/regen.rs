@@ -253,6 +253,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
+/// Builds the packages of the Hugging Face folder `hf` into `out/<ep>-<dtype>`, one per variant, with the reference
+/// venv's mobius (int4: the project's quantizer over the same ep's f32 build): `reference/package_build.py`.
+pub fn build_packages(hf: &Path, out: &Path, variants: &[String]) -> Result<(), String> {
+    let mut args: Vec<std::ffi::OsString> = vec![hf.into(), out.into()];
+    args.extend(variants.iter().map(Into::into));
+    run_reference("package_build", &args)
+}
+
 pub fn regen_goldens(args: &[String]) -> Result<(), String> {
     run(&parse(args)?).map(drop)
 }

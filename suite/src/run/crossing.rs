@@ -55,8 +55,18 @@ thread_local! {
 
 /// Runs `f` and returns, with its result, every crossing it made, in order, as a device run makes them.
 pub fn recorded<R>(f: impl FnOnce() -> R) -> (R, Vec<Crossing>) {
-    let outer = LOG.with(|l| l.replace(Some(Vec::new())));
+    /// Puts the outer recording back however `f` ends (a panic included).
+    struct Restore(Option<Option<Vec<Crossing>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(outer) = self.0.take() {
+                LOG.with(|l| l.replace(outer));
+            }
+        }
+    }
+    let mut restore = Restore(Some(LOG.with(|l| l.replace(Some(Vec::new())))));
     let r = f();
+    let outer = restore.0.take().expect("restored once");
     let mine = LOG.with(|l| l.replace(outer)).unwrap_or_default();
     LOG.with(|l| {
         if let Some(outer) = l.borrow_mut().as_mut() {
@@ -104,11 +114,6 @@ fn bytes(v: &DynValue) -> usize {
 pub fn bind_host<T: ValueTypeMarker + ?Sized>(binding: &mut IoBinding, name: &str, value: &Value<T>) -> Result<(), ort::Error> {
     note(Way::ToDevice, name, bytes(&value.view().into_dyn()));
     binding.bind_input(name, value)
-}
-
-/// Notes a crossing that ONNX Runtime makes itself: an output bound to a host tensor, copied there by every run.
-pub fn note_bound_output(name: &str, bytes: usize) {
-    note(Way::ToHost, name, bytes);
 }
 
 /// `value` (a host value) where `memory` is, for a value bound to several calls: copied there once (on the CPU, the

@@ -150,12 +150,10 @@ fn run_generation(t: &Trial, p: &Prepared, decoder: &Decoder, pipeline: &Pipelin
     let tokenizer = &p.tokenizer;
     let token = |id: i64| tokenizer.token(id);
     let text = |ids: &[i64]| tokenizer.decode(ids);
-    // Step logits out of the policy before any token changed: numbers, which no snapshot reviews.
-    let numbers_out = step_logits
-        .as_ref()
-        .and_then(|s| s.first_out)
-        .map(|o| o.step)
-        .filter(|&step| r.first_divergence.as_ref().is_none_or(|d| step < d.index));
+    // Step logits out of the policy at any step (they are judged teacher-forced, so every step is comparable, the
+    // divergence's own and those after it): numbers, which no snapshot reviews. An honest near-tie flip keeps them
+    // within the policy.
+    let numbers_out = step_logits.as_ref().and_then(|s| s.first_out).map(|o| o.step);
     Ok(review_trial::review_snapshot(t, outcome, numbers_out, || {
         let l4 = p.paths.prefill.is_file().then(|| l4_note(&p.paths.prefill, &free.prefill_logits, tol)).flatten();
         (snapshot::render(t.name, &r, &golden, &token, &text), format!("{}\n{}", t.name, l4.unwrap_or_default()))

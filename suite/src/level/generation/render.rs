@@ -27,23 +27,24 @@ pub fn snapshot_differs(message: &str, e: &str, content: &str) -> String {
     format!("{message}  {e}\n  snapshot:\n{indented}")
 }
 
-/// A stream whose numbers left the noise policy before any of its tokens changed: no snapshot reviews that, and no
-/// review is offered. `snapshot` is the committed one its tokens may still equal.
+/// A stream whose step logits left the noise policy: no snapshot reviews that, and no review is offered. `snapshot`
+/// is the committed one its tokens may still equal.
 pub fn numbers_not_reviewable(message: &str, step: usize, snapshot: Option<&str>) -> String {
     let tokens = match snapshot {
         Some(s) => format!("its tokens may equal the reviewed snapshot {s}, but "),
         None => String::new(),
     };
     format!(
-        "{message}  not reviewable: {tokens}its step logits left the noise policy at step {step}, before any token \
-         changed; a snapshot reviews a change of tokens, never of numbers, so this fails until the package (or, if it \
-         changed, the reference) is fixed\n"
+        "{message}  not reviewable: {tokens}its step logits left the noise policy at step {step}; a snapshot reviews \
+         a change of tokens, never of numbers, so this fails until the package (or, if it changed, the reference) is \
+         fixed\n"
     )
 }
 
-/// A passing stream beside a pending snapshot an earlier failing run left: stale now.
+/// A pending snapshot an earlier failing run left, beside a stream that passes now or whose numbers failed: stale,
+/// never to be accepted.
 pub fn stale_pending(message: &str, pending: &str) -> String {
-    format!("{message}  stale: {pending} is left from an earlier failing run; `cargo insta reject` removes it\n")
+    format!("{message}  stale: {pending} is left from an earlier run and must not be accepted; `cargo insta reject` removes it\n")
 }
 
 /// The message with an error that ended its review.

@@ -1,6 +1,6 @@
 //! A stream's reviewed snapshot: a token divergence a person accepted with `cargo insta review` is the expectation
-//! of that one variant. A snapshot reviews tokens only: a stream whose step logits left the noise policy before any
-//! of its tokens changed fails whatever its snapshot says, and is offered no review. The rule of when a stream is
+//! of that one variant. A snapshot reviews tokens only: a stream whose step logits left the noise policy (at any
+//! step: they are judged teacher-forced) fails whatever its snapshot says, and is offered no review. The rule of when a stream is
 //! judged by its snapshot is a pure function, tested on crafted values; the review itself is insta's
 //! (`report::snapshot`).
 
@@ -21,8 +21,7 @@ pub enum Rule {
     Judged,
 }
 
-/// The rule: a failing stream whose step logits left the noise policy before any token changed (`numbers_out`) is
-/// not reviewable; otherwise a stream with a committed snapshot is judged by it (it must still equal it), and a
+/// The rule: a failing stream whose step logits left the noise policy (`numbers_out`) is not reviewable; otherwise a stream with a committed snapshot is judged by it (it must still equal it), and a
 /// failing one without is too, so that insta leaves a `.snap.new` to review, unless an xfail entry already states
 /// why it fails.
 pub fn snapshot_rule(status: Status, numbers_out: bool, committed: bool, expected_to_fail: bool) -> Rule {
@@ -36,9 +35,9 @@ pub fn snapshot_rule(status: Status, numbers_out: bool, committed: bool, expecte
 }
 
 /// A stream as its snapshot leaves it ([`snapshot_rule`]): equal to the reviewed one, it passes as ACCEPTED;
-/// differing, it fails, and insta leaves a `.snap.new` to review (not under CI); with its numbers out before its
-/// tokens changed (`numbers_out`: that step), it fails whatever the snapshot says. A passing stream beside a `.snap.new`
-/// says that file is stale. `render` gives (content, description).
+/// differing, it fails, and insta leaves a `.snap.new` to review (not under CI); with its step logits out of the
+/// policy (`numbers_out`: the first such step), it fails whatever the snapshot says. A `.snap.new` left beside a
+/// passing stream, or beside one whose numbers failed (which no review may accept), is reported. `render` gives (content, description).
 pub fn review_snapshot(t: &Trial, o: Outcome, numbers_out: Option<usize>, render: impl FnOnce() -> (String, String)) -> Outcome {
     let dir = t.suite.snapshots_dir(&t.case.task_dir);
     let Some(name) = t.id.snapshot_stem(&t.case.name) else { return o };
@@ -55,10 +54,11 @@ pub fn review_snapshot(t: &Trial, o: Outcome, numbers_out: Option<usize>, render
         }
         _ => o,
     };
+    let not_to_accept = |message: String| if pending.is_file() { render::stale_pending(&message, &t.rel(&pending)) } else { message };
     let (content, description) = match (snapshot_rule(o.status, numbers_out.is_some(), committed, t.xfail().is_some()), numbers_out) {
         (Rule::Stands, _) => return stale(o),
         (Rule::NotReviewable, Some(step)) => {
-            let message = render::numbers_not_reviewable(&o.message, step, committed.then(|| t.rel(&file)).as_deref());
+            let message = not_to_accept(render::numbers_not_reviewable(&o.message, step, committed.then(|| t.rel(&file)).as_deref()));
             return Outcome { message, snapshot: Some(render().0), ..o };
         }
         _ => render(),
