@@ -220,3 +220,16 @@ def design_gate(label, what, logits, tokens):
     if float(margins.min()) < MIN_MARGIN:
         raise SystemExit(f"{label}: golden margin {float(margins.min()):.4f} < {MIN_MARGIN}")
     return margins
+
+
+def draw_weights(model, seed, std):
+    """Redraws a test model's weights in place, seeded: every matrix from N(0, std^2), every vector (norms, biases)
+    moved by N(0, NORM_STD^2). A larger std than transformers' default (0.02) gives a greedy stream that varies, with
+    margins clear of the near-tie line (phi3_tiny.py, qwen2_tiny.py)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+            else:
+                p.add_(torch.randn(p.shape, generator=g) * NORM_STD)

@@ -31,13 +31,7 @@ def main(out):
         pad_token_id=fixture_models.PAD_ID)
     torch.manual_seed(SEED)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
-    g = torch.Generator().manual_seed(SEED)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() >= 2:
-                p.copy_(torch.randn(p.shape, generator=g) * INIT_STD)
-            else:
-                p.add_(torch.randn(p.shape, generator=g) * fixture_models.NORM_STD)
+    fixture_models.draw_weights(model, SEED, INIT_STD)
     fused = [n for n, _ in model.named_parameters() if n.endswith(("qkv_proj.weight", "gate_up_proj.weight"))]
     if not fused:
         raise SystemExit("this transformers' Phi-3 has no fused projections: the test would prove nothing")

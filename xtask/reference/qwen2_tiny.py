@@ -34,13 +34,7 @@ def main(out, flat):
     if len(biases) != 3 * cfg.num_hidden_layers:
         raise SystemExit(f"this transformers' Qwen2 has q/k/v biases {biases}: the test would prove less than it says")
     if not flat:
-        g = torch.Generator().manual_seed(SEED)
-        with torch.no_grad():
-            for _, p in model.named_parameters():
-                if p.dim() >= 2:
-                    p.copy_(torch.randn(p.shape, generator=g) * INIT_STD)
-                else:
-                    p.add_(torch.randn(p.shape, generator=g) * fixture_models.NORM_STD)
+        fixture_models.draw_weights(model, SEED, INIT_STD)
     tokenizer = os.path.join(os.path.dirname(os.path.abspath(text_fixture.__file__)), "..", "..", "fixtures", "tokenizer")
     text_fixture.save_hf(model, "qwen2-tiny", out, tokenizer)
     print(f"qwen2-tiny in {out}: {'flat (default init)' if flat else f'std {INIT_STD}'}, biases {len(biases)}")
