@@ -52,25 +52,28 @@ pub struct Provenance {
     pub weights: Option<String>,
 }
 
+/// One package of the reference whose version made a golden other than the one the suite pins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceChange {
+    pub package: &'static str,
+    pub made: String,
+    pub pinned: String,
+}
+
 impl Provenance {
     /// How this golden's reference differs from the one the suite pins (`xtask/reference/requirements.lock`'s
-    /// transformers and torch; a torch build's local tag, `+cu132`, aside), or `None` when it is that one.
-    pub fn reference_change(&self) -> Option<String> {
+    /// transformers and torch; a torch build's local tag, `+cu132`, aside): empty when it is that one.
+    pub fn reference_changes(&self) -> Vec<ReferenceChange> {
         let (transformers, torch) = reference_pins();
         let base = |v: &str| v.split('+').next().unwrap_or(v).to_string();
         let mut changes = Vec::new();
         if self.transformers != transformers {
-            changes.push(format!("transformers {} made this golden, the reference venv pins {transformers}", self.transformers));
+            changes.push(ReferenceChange { package: "transformers", made: self.transformers.clone(), pinned: transformers });
         }
         if base(&self.torch) != base(&torch) {
-            changes.push(format!("torch {} made it, the venv pins {torch}", self.torch));
+            changes.push(ReferenceChange { package: "torch", made: self.torch.clone(), pinned: torch });
         }
-        (!changes.is_empty()).then(|| changes.join("; "))
-    }
-
-    /// The reference that made it, in brief.
-    pub fn made_by(&self) -> String {
-        format!("transformers {}, torch {}", self.transformers, self.torch)
+        changes
     }
 }
 
@@ -626,8 +629,8 @@ mod provenance_tests {
             device: "cpu".into(),
             weights: None,
         };
-        assert_eq!(p(&transformers, &format!("{torch}+cu132")).reference_change(), None, "a local build tag is the same torch");
-        let e = p("4.0.0", &torch).reference_change().unwrap();
-        assert!(e.contains("transformers 4.0.0 made this golden") && e.contains(&transformers), "{e}");
+        assert_eq!(p(&transformers, &format!("{torch}+cu132")).reference_changes(), [], "a local build tag is the same torch");
+        let e = p("4.0.0", &torch).reference_changes();
+        assert_eq!(e, [ReferenceChange { package: "transformers", made: "4.0.0".into(), pinned: transformers }]);
     }
 }

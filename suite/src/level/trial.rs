@@ -106,9 +106,11 @@ impl Trial<'_> {
     pub fn next_step(&self, provenance: Option<&crate::judge::golden::Provenance>) -> report::NextStep {
         let localize = format!("cargo xtask localize{} {}", self.suite.root_option(), self.name);
         match provenance {
-            Some(p) => match p.reference_change() {
-                None => report::NextStep::Package { made: p.made_by(), localize },
-                Some(why) => report::NextStep::Regenerate { why, command: self.regenerate() },
+            Some(p) => match p.reference_changes() {
+                changes if changes.is_empty() => {
+                    report::NextStep::Package { transformers: p.transformers.clone(), torch: p.torch.clone(), localize }
+                }
+                changes => report::NextStep::Regenerate { changes, command: self.regenerate() },
             },
             None => report::NextStep::Unknown { regenerate: self.regenerate(), localize },
         }

@@ -31,11 +31,11 @@ pub struct Context<'a> {
 /// What a measured failure calls for, by the provenance of the golden it was measured against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NextStep {
-    /// The golden was made by the reference the suite pins (`made`: its versions) on the inputs the case states: the
-    /// package changed. `localize` is the command that names the module.
-    Package { made: String, localize: String },
-    /// The golden was made by another reference than the one pinned (`why`): regenerate it.
-    Regenerate { why: String, command: String },
+    /// The golden was made by the reference the suite pins (its transformers and torch) on the inputs the case
+    /// states: the package changed. `localize` is the command that names the module.
+    Package { transformers: String, torch: String, localize: String },
+    /// The golden was made by another reference than the one pinned (`changes`): regenerate it.
+    Regenerate { changes: Vec<crate::judge::golden::ReferenceChange>, command: String },
     /// The golden says nothing of its reference (mobius' own goldens): either may be.
     Unknown { regenerate: String, localize: String },
 }
@@ -44,11 +44,17 @@ pub enum NextStep {
 /// regeneration; a changed reference offers it.
 pub fn next_step(next: &NextStep) -> String {
     match next {
-        NextStep::Package { made, localize } => format!(
-            "  the package changed: the golden is current (made by {made}, the reference the suite pins, on the case's inputs); \
-             where in the model: {localize}\n"
+        NextStep::Package { transformers, torch, localize } => format!(
+            "  the package changed: the golden is current (made by transformers {transformers}, torch {torch}, the \
+             reference the suite pins, on the case's inputs); where in the model: {localize}\n"
         ),
-        NextStep::Regenerate { why, command } => format!("  the reference changed ({why}): regenerate: {command}\n"),
+        NextStep::Regenerate { changes, command } => {
+            let why: Vec<String> = changes
+                .iter()
+                .map(|c| format!("{} {} made this golden, the reference venv pins {}", c.package, c.made, c.pinned))
+                .collect();
+            format!("  the reference changed ({}): regenerate: {command}\n", why.join("; "))
+        }
         NextStep::Unknown { regenerate, localize } => {
             format!("  where in the model: {localize}\n  regenerate (only if the reference changed): {regenerate}\n")
         }
