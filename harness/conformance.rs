@@ -1,12 +1,6 @@
-//! `cargo test -p harness --test conformance`: the conformance suite over `cases/`.
+//! `cargo test -p harness --test conformance`: the conformance suite over `cases/`, each trial in the harness's
+//! trial worker (`harness::worker`), so that a runtime crash costs its own trial.
 
 fn main() {
-    let args = libtest_mimic::Arguments::from_args();
-    let root = harness::suite_root();
-    if let Err(e) = harness::check(&args, &root) {
-        eprintln!("error: {e}");
-        std::process::exit(2);
-    }
-    let trials = harness::trials(&root);
-    libtest_mimic::run(&args, trials).exit();
+    harness::main_with(std::env::args().collect())
 }

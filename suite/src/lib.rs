@@ -59,6 +59,7 @@ pub mod run {
     pub mod encoders;
     pub mod genai;
     pub mod generate;
+    pub mod last_call;
     pub mod pipeline;
     pub mod placement;
     pub mod runtime;

@@ -34,6 +34,12 @@ impl Status {
             Status::Fail => "FAIL",
         }
     }
+
+    /// The status [`Status::name`] names.
+    pub fn from_name(name: &str) -> Option<Status> {
+        use Status::*;
+        [Pass, Ambiguous, Accepted, ExpectedFailure, Skip, Fail].into_iter().find(|s| s.name() == name)
+    }
 }
 
 /// What the HTML report shows beside a verdict: numbers, each with its label, and plots or tables as inline SVG or

@@ -14,6 +14,9 @@ pub struct Component {
     pub file: String,
     pub inputs: BTreeMap<String, String>,
     pub outputs: BTreeMap<String, String>,
+    /// `session_options.custom_ops_library`: a library of custom operators its sessions register, a path inside the
+    /// package (onnxruntime-genai resolves it against the package and refuses one outside).
+    pub custom_ops_library: Option<String>,
 }
 
 impl Component {
@@ -47,7 +50,17 @@ impl Component {
         if filename.trim().is_empty() || !crate::paths::stays_inside(&filename) {
             bail!("{file}: field `model.{key}.filename` is {filename:?}; expected a path inside the package folder");
         }
-        Ok(Some(Component { file: filename, inputs: names("inputs")?, outputs: names("outputs")? }))
+        let custom_ops_library = match obj.get("session_options").and_then(|o| o.get("custom_ops_library")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(l)) if !l.trim().is_empty() && crate::paths::stays_inside(l) => Some(l.clone()),
+            Some(Value::String(l)) => {
+                bail!("{file}: field `model.{key}.session_options.custom_ops_library` is {l:?}; expected a path inside the package folder")
+            }
+            Some(other) => {
+                bail!("{file}: field `model.{key}.session_options.custom_ops_library` is {}, expected a file name", kind(other))
+            }
+        };
+        Ok(Some(Component { file: filename, inputs: names("inputs")?, outputs: names("outputs")?, custom_ops_library }))
     }
     /// The tensor name for a role (`pixel_values`, `audio_embeds`, ...); the role itself when the config maps none.
     pub fn input<'a>(&'a self, role: &'a str) -> &'a str {
@@ -146,6 +159,11 @@ impl GenaiConfig {
         })
     }
 
+    /// The session component whose model file is `file` (relative to the package).
+    pub fn component_of(&self, file: &str) -> Option<&Component> {
+        [&self.decoder, &self.encoder, &self.embedding, &self.vision, &self.speech].into_iter().flatten().find(|c| c.file == file)
+    }
+
     /// Every model file the config names (decoder first), relative to the package.
     pub fn files(&self) -> Vec<&str> {
         let parts = [&self.encoder, &self.embedding, &self.vision, &self.speech];
@@ -184,4 +202,29 @@ pub fn package_model(package: &Path) -> Result<PathBuf> {
         return Err(Error::new(format!("{}: decoder model `{file}` not found", package.display())));
     }
     Ok(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(session_options: &str) -> Result<GenaiConfig> {
+        let text = format!(r#"{{"model": {{"decoder": {{"filename": "model.onnx", "session_options": {session_options}}}}}}}"#);
+        GenaiConfig::parse("pkg/genai_config.json", &text)
+    }
+
+    #[test]
+    fn a_custom_op_library_is_a_path_inside_the_package() {
+        let c = config(r#"{"custom_ops_library": "lib/libops.so"}"#).unwrap();
+        assert_eq!(c.component_of("model.onnx").and_then(|d| d.custom_ops_library.as_deref()), Some("lib/libops.so"));
+        assert_eq!(config("{}").unwrap().component_of("model.onnx").unwrap().custom_ops_library, None);
+        for (value, says) in [
+            (r#""../other/libops.so""#, "expected a path inside the package folder"),
+            (r#""/usr/lib/libops.so""#, "expected a path inside the package folder"),
+            ("3", "is a number, expected a file name"),
+        ] {
+            let e = config(&format!(r#"{{"custom_ops_library": {value}}}"#)).unwrap_err().to_string();
+            assert!(e.contains("pkg/genai_config.json: field `model.decoder.session_options.custom_ops_library`") && e.contains(says), "{e}");
+        }
+    }
 }

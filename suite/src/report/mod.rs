@@ -141,6 +141,68 @@ pub fn panicked(trial: &str, why: &str) -> String {
     format!("{trial}: the trial panicked: {why}")
 }
 
+/// A signal's name, for messages (`SIGSEGV`); its number when the suite has no name for it.
+fn signal_name(signal: i32) -> String {
+    let known = [
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGTERM, "SIGTERM"),
+    ];
+    known.iter().find(|(n, _)| *n == signal).map_or_else(|| format!("signal {signal}"), |(_, name)| format!("{name} (signal {signal})"))
+}
+
+/// How a crashed process ended and where: `SIGSEGV (signal 11) in onnxruntime: a run call (model.onnx)`.
+fn crash_line(c: &crate::run::last_call::Crash) -> String {
+    let how = match (c.signal, c.code) {
+        (Some(s), _) => signal_name(s),
+        (None, Some(code)) => format!("exit status {code}"),
+        (None, None) => "an unknown end".to_string(),
+    };
+    let at = match &c.call {
+        Some((call, own)) => {
+            let on = if call.on.is_empty() { String::new() } else { format!(" ({})", call.on) };
+            let whose = if *own { "" } else { ", on one of its own threads" };
+            format!(" in {}: {}{on}{whose}", call.runtime, call.what)
+        }
+        None => " outside any runtime call the suite noted".to_string(),
+    };
+    format!("{how}{at}")
+}
+
+/// A trial whose runtime crashed its process, again when it ran alone: its own failure; the run's other trials went
+/// on in another process.
+pub fn crashed(trial: &str, c: &crate::run::last_call::Crash) -> String {
+    let mut out = format!(
+        "{trial}: the runtime crashed the process: {}\n  it crashed again when run alone in a fresh process; the run's other trials went on",
+        crash_line(c)
+    );
+    if c.last_words.is_empty() {
+        out.push_str("\n  the process wrote nothing on stderr");
+    } else {
+        out.push_str("\n  its last words on stderr:");
+        for l in &c.last_words {
+            out.push_str(&format!("\n    | {l}"));
+        }
+    }
+    out.push_str(&format!("\n  rerun it alone: cargo test -p harness --test conformance -- --exact {trial}"));
+    out
+}
+
+/// The process running `trial` beside others crashed, and `trial`, run again alone, did not: the crash belongs to
+/// another trial (which reports it) or to trials together.
+pub fn crashed_beside(trial: &str, c: &crate::run::last_call::Crash) -> String {
+    format!("{trial}: the process running it beside other trials crashed ({}); run again alone, it finished", crash_line(c))
+}
+
+/// The shared trial worker ended badly after it gave every verdict (a runtime's teardown at exit): no trial owns it.
+pub fn crashed_at_exit(c: &crate::run::last_call::Crash) -> String {
+    format!("warning: the trial worker crashed after its last verdict, as it exited: {}", crash_line(c))
+}
+
 /// How the case's strict xfail entry `x` settled a trial: expected as stated, another failure, or an unexpected
 /// pass; both the expected and the actual failure printed, above the trial's own message.
 pub fn settled(trial: &str, case_file: &str, x: &Xfail, how: &Settled, o: &Outcome) -> String {

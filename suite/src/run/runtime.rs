@@ -12,7 +12,9 @@ use ort::session::Session;
 
 use crate::context::{Places, RunContext};
 use crate::error::{Error, Result, bail};
+use crate::feed::package::GenaiConfig;
 use crate::run::bootstrap::{self, Flavor};
+use crate::run::last_call::{self, Call};
 use crate::run::timing;
 use crate::vocab::{Device, Ep};
 
@@ -155,12 +157,21 @@ pub(super) fn create_session_of(model: &Path, edited: Option<(&[u8], &Path)>, pr
     if !model.is_file() {
         bail!("{}: no such model file", model.display());
     }
+    // The name a crash handler writes for this model (leaked: once per session made).
+    let on: &'static str = Box::leak(model.display().to_string().into_boxed_str());
+    if let Some(library) = custom_ops_library(model)? {
+        let call = Call { runtime: last_call::Runtime::OnnxRuntime, what: "registering the package's custom-op library", on };
+        let refused = |e: &dyn fmt::Display| {
+            Error::refused(format!("{}: registering the custom-op library {}: {e}", model.display(), library.display()))
+        };
+        b = last_call::during(call, || b.with_operator_library(&library).map_err(|e| refused(&e)))?;
+    }
     // While placement is being checked (`gpu-check`), ONNX Runtime's profiler records where each node runs.
     if let Some(prefix) = crate::run::placement::register(model, provider) {
         b = b.with_profiling(&prefix).map_err(|e| fail("turning on ONNX Runtime's profiler", &e))?;
     }
     // The file is there: a refusal now is the package's (an invalid graph), not the set-up's, if the device starts.
-    let session = timing::timed_load(|| match edited {
+    let session = timing::timed_load(on, || match edited {
         Some((bytes, _)) => b.commit_from_memory(bytes),
         None => b.commit_from_file(model),
     });
@@ -174,6 +185,19 @@ pub(super) fn create_session_of(model: &Path, edited: Option<(&[u8], &Path)>, pr
             Provider::Cpu => Error::refused(e.message()),
         }
     })
+}
+
+/// The custom-op library the package's `genai_config.json` (beside `model`) names for `model`'s session, as
+/// onnxruntime-genai registers it: resolved against the package folder, which it must not leave.
+fn custom_ops_library(model: &Path) -> Result<Option<PathBuf>> {
+    let (Some(package), Some(file)) = (model.parent(), model.file_name()) else { return Ok(None) };
+    let Some(config) = GenaiConfig::load_if_present(package)? else { return Ok(None) };
+    let Some(library) = config.component_of(&file.to_string_lossy()).and_then(|c| c.custom_ops_library.clone()) else {
+        return Ok(None);
+    };
+    let path = package.join(&library);
+    crate::paths::regular_file(&path, "session_options.custom_ops_library")?;
+    Ok(Some(path))
 }
 
 /// A session builder with the process's settings; on failure, what was being set and ONNX Runtime's error.

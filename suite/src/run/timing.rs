@@ -6,6 +6,11 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
+use super::last_call::{self, Call, Runtime};
+
+/// An ONNX Runtime run call, as [`last_call`] notes it.
+const RUN_CALL: Call = Call { runtime: Runtime::OnnxRuntime, what: "a run call", on: "" };
+
 /// Time spent inside ONNX Runtime's run calls by this process, all sessions and threads together (nanoseconds).
 static RUN_NANOS: AtomicU64 = AtomicU64::new(0);
 
@@ -44,7 +49,7 @@ pub fn take_run_ends() -> Vec<Instant> {
 /// `run`, one ONNX Runtime run call, counted in [`run_seconds`] and recorded when this thread records.
 pub(super) fn timed<T>(run: impl FnOnce() -> T) -> T {
     let t0 = Instant::now();
-    let out = run();
+    let out = last_call::during(RUN_CALL, run);
     let end = Instant::now();
     RUN_NANOS.fetch_add((end - t0).as_nanos() as u64, Relaxed);
     RUN_ENDS.with(|r| {
@@ -56,9 +61,10 @@ pub(super) fn timed<T>(run: impl FnOnce() -> T) -> T {
 }
 
 /// `load`, ONNX Runtime making a session, counted in [`load_seconds`].
-pub(super) fn timed_load<T>(load: impl FnOnce() -> T) -> T {
+/// `on` names the model (a static string: what a crash handler may write).
+pub(super) fn timed_load<T>(on: &'static str, load: impl FnOnce() -> T) -> T {
     let t0 = Instant::now();
-    let out = load();
+    let out = last_call::during(Call { runtime: Runtime::OnnxRuntime, what: "loading a session", on }, load);
     LOAD_NANOS.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
     out
 }

@@ -9,6 +9,7 @@ use libloading::Library;
 
 use super::version::{GENAI_VERSION, GenaiBuild};
 use crate::error::{Error, Result};
+use crate::run::last_call::{self, Call, Runtime};
 
 #[repr(C)]
 pub(super) struct OgaResult(c_void);
@@ -155,8 +156,15 @@ impl Api {
         })
     }
 
+    /// `f`, one call into genai that `what` describes (noted as the thread's current call, [`last_call`], while it
+    /// runs), and its result checked.
+    pub(super) fn call(&self, what: &'static str, f: impl FnOnce() -> Status) -> Result<()> {
+        let r = last_call::during(Call { runtime: Runtime::Genai, what, on: "" }, f);
+        self.check(r, what)
+    }
+
     /// `Ok` for a null result; genai's message otherwise (the result is freed).
-    pub(super) fn check(&self, r: Status, what: &str) -> Result<()> {
+    fn check(&self, r: Status, what: &str) -> Result<()> {
         if r.is_null() {
             return Ok(());
         }
@@ -181,7 +189,8 @@ impl<T> Drop for Owned<T> {
     fn drop(&mut self) {
         if !self.ptr.is_null() {
             // SAFETY: `ptr` came from the matching genai constructor and is destroyed once.
-            unsafe { (self.destroy)(self.ptr) }
+            let destroy = || unsafe { (self.destroy)(self.ptr) };
+            last_call::during(Call { runtime: Runtime::Genai, what: "destroying an object", on: std::any::type_name::<T>() }, destroy)
         }
     }
 }

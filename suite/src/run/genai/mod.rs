@@ -88,20 +88,20 @@ impl Model {
         let model = unsafe {
             || -> Result<Model> {
                 let mut config = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_config };
-                api.check((api.create_config)(dir.as_ptr(), &mut config.ptr), "reading genai_config.json")?;
-                api.check((api.config_clear_providers)(config.ptr), "choosing the execution provider")?;
+                api.call("reading genai_config.json", || (api.create_config)(dir.as_ptr(), &mut config.ptr))?;
+                api.call("choosing the execution provider", || (api.config_clear_providers)(config.ptr))?;
                 if let Provider::Cuda { id } = provider {
-                    api.check((api.config_append_provider)(config.ptr, c"cuda".as_ptr()), "choosing the CUDA execution provider")?;
+                    api.call("choosing the CUDA execution provider", || (api.config_append_provider)(config.ptr, c"cuda".as_ptr()))?;
                     // As the suite's own sessions: the run's device, and TF32 off (ONNX Runtime's CUDA default is on).
                     let id = cstring(&id.to_string(), "the device id")?;
-                    let option = |key: &std::ffi::CStr, value: &std::ffi::CStr, what: &str| {
-                        api.check((api.config_set_provider_option)(config.ptr, c"cuda".as_ptr(), key.as_ptr(), value.as_ptr()), what)
+                    let option = |key: &std::ffi::CStr, value: &std::ffi::CStr, what: &'static str| {
+                        api.call(what, || (api.config_set_provider_option)(config.ptr, c"cuda".as_ptr(), key.as_ptr(), value.as_ptr()))
                     };
                     option(c"device_id", &id, "setting the CUDA device")?;
                     option(c"use_tf32", c"0", "turning TF32 off")?;
                 }
                 let mut model = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_model };
-                api.check((api.create_model_from_config)(config.ptr, &mut model.ptr), "loading the model")?;
+                api.call("loading the model", || (api.create_model_from_config)(config.ptr, &mut model.ptr))?;
                 Ok(Model { api, model, _config: config })
             }()
         };
@@ -127,13 +127,13 @@ impl Model {
         // literal, or an out-pointer to a local; objects are destroyed in reverse order of creation.
         unsafe {
             let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
-            api.check((api.create_generator_params)(self.model.ptr, &mut params.ptr), "creating generator params")?;
+            api.call("creating generator params", || (api.create_generator_params)(self.model.ptr, &mut params.ptr))?;
             let max_length = (ids.len() + max_new) as f64;
-            api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
-            api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
+            api.call("setting max_length", || (api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length))?;
+            api.call("setting greedy search", || (api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false))?;
             let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
-            api.check((api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
-            api.check((api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()), "running the prompt")?;
+            api.call("creating the generator", || (api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr))?;
+            api.call("running the prompt", || (api.append_tokens)(generator.ptr, ids32.as_ptr(), ids32.len()))?;
             let prefill_logits = logits(api, generator.ptr)?;
             // The token each step chooses is the argmax of the logits it reads (greedy, no processors): kept so that
             // the EOS genai stops at, which it does not store in the sequence, is still seen.
@@ -145,7 +145,7 @@ impl Model {
                     Some(l) => l,
                 };
                 chosen.push(mobius_numeric::argmax(&l) as i64);
-                api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
+                api.call("generating the next token", || (api.generate_next_token)(generator.ptr))?;
                 if !(api.is_done)(generator.ptr) {
                     step_logits = Some(logits(api, generator.ptr)?);
                 }
@@ -169,22 +169,22 @@ unsafe fn logits(api: &Api, generator: *mut OgaGenerator) -> Result<Vec<f32>> {
     // SAFETY: `generator` is live; the tensor is owned below and destroyed after its data is copied.
     unsafe {
         let mut t = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_tensor };
-        api.check((api.get_logits)(generator, &mut t.ptr), "reading the logits")?;
+        api.call("reading the logits", || (api.get_logits)(generator, &mut t.ptr))?;
         let mut ty = 0i32;
-        api.check((api.tensor_type)(t.ptr, &mut ty), "reading the logits' type")?;
+        api.call("reading the logits' type", || (api.tensor_type)(t.ptr, &mut ty))?;
         if ty != ELEMENT_F32 {
             bail!("onnxruntime-genai returned logits of element type {ty}, expected float32 ({ELEMENT_F32})");
         }
         let mut rank = 0usize;
-        api.check((api.tensor_rank)(t.ptr, &mut rank), "reading the logits' rank")?;
+        api.call("reading the logits' rank", || (api.tensor_rank)(t.ptr, &mut rank))?;
         let mut shape = vec![0i64; rank];
-        api.check((api.tensor_shape)(t.ptr, shape.as_mut_ptr(), rank), "reading the logits' shape")?;
+        api.call("reading the logits' shape", || (api.tensor_shape)(t.ptr, shape.as_mut_ptr(), rank))?;
         let count: i64 = shape.iter().product();
         if shape.first().copied().unwrap_or(0) != 1 || count <= 0 {
             bail!("onnxruntime-genai returned logits of shape {shape:?}, expected [1, vocab] or [1, 1, vocab]");
         }
         let mut data = std::ptr::null_mut();
-        api.check((api.tensor_data)(t.ptr, &mut data), "reading the logits' data")?;
+        api.call("reading the logits' data", || (api.tensor_data)(t.ptr, &mut data))?;
         if data.is_null() {
             bail!("onnxruntime-genai returned logits with no data");
         }

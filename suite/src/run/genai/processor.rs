@@ -51,36 +51,38 @@ impl Model {
         // SAFETY: as in `Model::greedy`: live owned objects, C strings alive across the calls, out-pointers to locals.
         unsafe {
             let mut processor = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_processor };
-            api.check((api.create_processor)(self.model.ptr, &mut processor.ptr), "creating the multimodal processor")?;
+            api.call("creating the multimodal processor", || (api.create_processor)(self.model.ptr, &mut processor.ptr))?;
             let strings = |list: &[CString]| -> Result<Owned<OgaStringArray>> {
                 let ptrs: Vec<*const c_char> = list.iter().map(|c| c.as_ptr()).collect();
                 let mut a = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_strings };
-                api.check((api.create_strings)(ptrs.as_ptr(), ptrs.len(), &mut a.ptr), "listing media files")?;
+                api.call("listing media files", || (api.create_strings)(ptrs.as_ptr(), ptrs.len(), &mut a.ptr))?;
                 Ok(a)
             };
             let mut images = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_images };
             if !image_paths.is_empty() {
-                api.check((api.load_images)(strings(&image_paths)?.ptr, &mut images.ptr), "loading the images")?;
+                let paths = strings(&image_paths)?;
+                api.call("loading the images", || (api.load_images)(paths.ptr, &mut images.ptr))?;
             }
             let mut audios = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_audios };
             if !audio_paths.is_empty() {
-                api.check((api.load_audios)(strings(&audio_paths)?.ptr, &mut audios.ptr), "loading the audio")?;
+                let paths = strings(&audio_paths)?;
+                api.call("loading the audio", || (api.load_audios)(paths.ptr, &mut audios.ptr))?;
             }
             let mut named = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_named };
-            api.check((api.process)(processor.ptr, prompt.as_ptr(), images.ptr, audios.ptr, &mut named.ptr), "processing the prompt")?;
+            api.call("processing the prompt", || (api.process)(processor.ptr, prompt.as_ptr(), images.ptr, audios.ptr, &mut named.ptr))?;
             let mut ids_t = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_tensor };
-            api.check((api.named_get)(named.ptr, c"input_ids".as_ptr(), &mut ids_t.ptr), "reading the processor's input_ids")?;
+            api.call("reading the processor's input_ids", || (api.named_get)(named.ptr, c"input_ids".as_ptr(), &mut ids_t.ptr))?;
             let processor_ids = int_tensor(api, ids_t.ptr)?;
             let mut params = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator_params };
-            api.check((api.create_generator_params)(self.model.ptr, &mut params.ptr), "creating generator params")?;
+            api.call("creating generator params", || (api.create_generator_params)(self.model.ptr, &mut params.ptr))?;
             let max_length = (processor_ids.len() + max_new) as f64;
-            api.check((api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length), "setting max_length")?;
-            api.check((api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false), "setting greedy search")?;
+            api.call("setting max_length", || (api.params_set_search_number)(params.ptr, c"max_length".as_ptr(), max_length))?;
+            api.call("setting greedy search", || (api.params_set_search_bool)(params.ptr, c"do_sample".as_ptr(), false))?;
             let mut generator = Owned { ptr: std::ptr::null_mut(), destroy: api.destroy_generator };
-            api.check((api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr), "creating the generator")?;
-            api.check((api.set_inputs)(generator.ptr, named.ptr), "setting the processor's inputs")?;
+            api.call("creating the generator", || (api.create_generator)(self.model.ptr, params.ptr, &mut generator.ptr))?;
+            api.call("setting the processor's inputs", || (api.set_inputs)(generator.ptr, named.ptr))?;
             while !(api.is_done)(generator.ptr) {
-                api.check((api.generate_next_token)(generator.ptr), "generating the next token")?;
+                api.call("generating the next token", || (api.generate_next_token)(generator.ptr))?;
             }
             let n = (api.sequence_count)(generator.ptr, 0);
             let data = (api.sequence_data)(generator.ptr, 0);
@@ -97,14 +99,14 @@ unsafe fn int_tensor(api: &Api, t: *mut OgaTensor) -> Result<Vec<i64>> {
     // SAFETY: `t` is live; its data is read within its shape.
     unsafe {
         let mut ty = 0i32;
-        api.check((api.tensor_type)(t, &mut ty), "reading a tensor's type")?;
+        api.call("reading a tensor's type", || (api.tensor_type)(t, &mut ty))?;
         let mut rank = 0usize;
-        api.check((api.tensor_rank)(t, &mut rank), "reading a tensor's rank")?;
+        api.call("reading a tensor's rank", || (api.tensor_rank)(t, &mut rank))?;
         let mut shape = vec![0i64; rank];
-        api.check((api.tensor_shape)(t, shape.as_mut_ptr(), rank), "reading a tensor's shape")?;
+        api.call("reading a tensor's shape", || (api.tensor_shape)(t, shape.as_mut_ptr(), rank))?;
         let count = shape.iter().product::<i64>().max(0) as usize;
         let mut data = std::ptr::null_mut();
-        api.check((api.tensor_data)(t, &mut data), "reading a tensor's data")?;
+        api.call("reading a tensor's data", || (api.tensor_data)(t, &mut data))?;
         if data.is_null() && count > 0 {
             bail!("onnxruntime-genai returned a tensor with no data");
         }
