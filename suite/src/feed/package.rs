@@ -224,7 +224,10 @@ mod tests {
             ("3", "is a number, expected a file name"),
         ] {
             let e = config(&format!(r#"{{"custom_ops_library": {value}}}"#)).unwrap_err().to_string();
-            assert!(e.contains("pkg/genai_config.json: field `model.decoder.session_options.custom_ops_library`") && e.contains(says), "{e}");
+            assert!(
+                e.contains("pkg/genai_config.json: field `model.decoder.session_options.custom_ops_library`") && e.contains(says),
+                "{e}"
+            );
         }
     }
 }
