@@ -36,9 +36,15 @@ pub fn chain_files<C: Included>(path: &Path) -> Vec<PathBuf> {
     seen
 }
 
+/// The most files one chain reads, the task file included.
+const MAX_CHAIN: usize = 16;
+
 fn chain<C: Included>(path: &Path, shown: &str, seen: &mut Vec<PathBuf>) -> Result<C> {
-    if seen.contains(&path.to_path_buf()) || seen.len() > 16 {
+    if seen.contains(&path.to_path_buf()) {
         bail!("{shown}: `include:` loops back to {}", path.display());
+    }
+    if seen.len() >= MAX_CHAIN {
+        bail!("{shown}: the `include:` chain runs past {MAX_CHAIN} files (at {})", path.display());
     }
     seen.push(path.to_path_buf());
     let text = std::fs::read_to_string(path).map_err(|e| Error::new(format!("{shown}: {e}")))?;

@@ -268,8 +268,16 @@ pub fn hub_snapshot(cache: &Path, dataset: &str) -> Option<PathBuf> {
     if all.len() == 1 { all.pop() } else { None }
 }
 
-/// The rows of a Parquet file as documents (nested lists and structs as JSON arrays and objects).
+/// The rows of a Parquet file as documents (nested lists and structs as JSON arrays and objects). The parquet crate
+/// panics on some corrupt files (a slice past a page's end): that is the file's error, never the run's.
 fn read_parquet(path: &Path) -> std::result::Result<Vec<Doc>, String> {
+    std::panic::catch_unwind(|| parquet_rows(path)).unwrap_or_else(|panic| {
+        let why = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned());
+        Err(format!("not a Parquet file the reader can read (it gave up: {})", why.unwrap_or_default()))
+    })
+}
+
+fn parquet_rows(path: &Path) -> std::result::Result<Vec<Doc>, String> {
     use parquet::file::reader::FileReader;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).map_err(|e| e.to_string())?;

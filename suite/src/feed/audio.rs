@@ -8,7 +8,8 @@
 //!
 //! Several channels are averaged into one, as datasets' decoder (`np.mean` over the channel axis) and the
 //! reference (`wave.mean(axis=1)`) do: summed in f32 in channel order, then divided by the channel count in f32.
-//! Resampling is not done: a clip at another rate than the feature extractor's is an error there.
+//! Resampling is not done: a clip at another rate than the feature extractor's is an error there. A clip with no
+//! samples is refused (Whisper would hear 30 s of silence and transcribe something for it).
 
 use std::io::Cursor;
 
@@ -64,6 +65,9 @@ pub fn decode_channels(bytes: &[u8], what: &str) -> Result<Channels> {
     if decoded.interleaved.len() % decoded.channels != 0 {
         bail!("{what}: {} samples do not divide into {} channels (a truncated file?)", decoded.interleaved.len(), decoded.channels);
     }
+    if decoded.interleaved.is_empty() {
+        bail!("{what}: the file holds no samples (a 0-second clip); Whisper would hear 30 s of silence");
+    }
     Ok(decoded)
 }
 
@@ -72,6 +76,9 @@ pub fn decode_channels(bytes: &[u8], what: &str) -> Result<Channels> {
 pub fn from_array(array: &[f32], sampling_rate: i64, what: &str) -> Result<Audio> {
     let rate = u32::try_from(sampling_rate).ok().filter(|&r| r > 0);
     let Some(rate) = rate else { bail!("{what}: field `sampling_rate` is {sampling_rate}; expected a positive rate in Hz") };
+    if array.is_empty() {
+        bail!("{what}: field `array` holds no samples (a 0-second clip); Whisper would hear 30 s of silence");
+    }
     if let Some(i) = array.iter().position(|x| !x.is_finite()) {
         bail!("{what}: field `array` holds {} at sample {i}; audio samples must be finite", array[i]);
     }

@@ -51,13 +51,16 @@ pub fn greedy_drafted(
     let (mut steps, mut chosen): (Vec<Step>, Vec<i64>) = (Vec::new(), Vec::new());
     let mut prefill_logits = None;
     let mut calls = 0;
+    // The ids the package can choose: the graph's declared vocabulary, else the first call's rows.
+    let mut vocab = decoder.io.vocab;
     while steps.len() < max_new_tokens {
         // Every guess gets a row and so does the token after them: at most the budget's rows.
-        let guess = propose(&chosen, draft, max_new_tokens - steps.len() - 1);
+        let guess = within(propose(&chosen, draft, max_new_tokens - steps.len() - 1), vocab);
         let mut input = pending.clone();
         input.extend_from_slice(guess);
         let (out, grown) = decoder.forward(StepInput::Ids(input), &cache, guess.len() + 1)?;
         calls += 1;
+        vocab.get_or_insert(out.vocab as i64);
         prefill_logits.get_or_insert_with(|| out.row(0).to_vec());
         let mut agreed = 0;
         let mut done = false;
@@ -88,6 +91,14 @@ pub fn greedy_drafted(
     Ok(Drafted { generated: Generated { tokens, steps, prefill_logits }, calls })
 }
 
+/// A guess up to its first id outside the vocabulary (`vocab` ids; none guessed while it is unknown): such an id can
+/// never be the package's choice, and fed to the decoder it can fail the call (its embedding lookup is out of range,
+/// or a negative index wraps), so a hostile draft would end a run the package itself would finish.
+fn within(guess: &[i64], vocab: Option<i64>) -> &[i64] {
+    let Some(v) = vocab else { return &[] };
+    &guess[..guess.iter().position(|&t| !(0..v).contains(&t)).unwrap_or(guess.len())]
+}
+
 /// The draft's guess of what follows `chosen`, at most `max` tokens: where the draft holds the last three (else two,
 /// else one) chosen tokens, what follows there (the occurrence nearest the output's own position); with none of them
 /// in it (the package wrote a word the draft lacks), what follows at the same position, as after a substituted token.
@@ -106,7 +117,7 @@ pub fn propose<'d>(chosen: &[i64], draft: &'d [i64], max: usize) -> &'d [i64] {
 
 #[cfg(test)]
 mod tests {
-    use super::propose;
+    use super::{propose, within};
 
     #[test]
     fn the_guess_follows_the_longest_matching_tail_nearest_the_outputs_position() {
@@ -124,5 +135,13 @@ mod tests {
         assert!(propose(&[15], &draft, 5).is_empty());
         assert!(propose(&[10], &draft, 0).is_empty());
         assert!(propose(&[1, 2, 3, 4, 5, 6, 7, 8, 9], &draft, 4).is_empty());
+    }
+
+    #[test]
+    fn a_guess_ends_before_an_id_the_vocabulary_lacks() {
+        assert_eq!(within(&[1, 2, 9], Some(10)), &[1, 2, 9]);
+        assert_eq!(within(&[1, 10, 3], Some(10)), &[1]);
+        assert!(within(&[-1, 2], Some(10)).is_empty());
+        assert!(within(&[1, 2], None).is_empty(), "nothing is guessed before the vocabulary is known");
     }
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::config::{Config, load_config};
 use super::families;
-use super::{Direction, Family, HookKind, Media, MediaItem, MediaTask};
+use super::{Direction, Family, HookKind, Media, MediaItem, MediaTask, Medium};
 use crate::accuracy::doc::{self, Doc};
 use crate::accuracy::lmeval;
 use crate::accuracy::resolve::task_name;
@@ -25,7 +25,16 @@ impl MediaTask {
         let (metric, metrics, direction) = metric(&c, family, file)?;
         let (max_new_tokens, until) = generation(&c, file)?;
         let default = c.lmms_eval_specific_kwargs.as_ref().and_then(|k| k.get("default"));
-        let prompt = |k: &str| default.and_then(|d| d.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
+        if let Some(d) = default.filter(|d| !d.is_object()) {
+            bail!("{file}: field `lmms_eval_specific_kwargs.default` is {d}, expected a map with `pre_prompt` and `post_prompt`");
+        }
+        // lmms-eval formats what the field holds into the prompt: anything but a string would read another prompt.
+        let prompt = |k: &str| match default.and_then(|d| d.get(k)) {
+            None => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v) => Err(Error::new(format!("{file}: field `lmms_eval_specific_kwargs.default.{k}` is {v}, expected a string"))),
+        };
+        let (pre_prompt, post_prompt) = (prompt("pre_prompt")?, prompt("post_prompt")?);
         let split = c.test_split.clone().ok_or_else(|| Error::new(format!("{file}: no `test_split`")))?;
         let lc = lmeval::Config { dataset_path: Some(dataset.clone()), dataset_name: c.dataset_name.clone(), ..lmeval::Config::default() };
         let files = lmeval::split_files(root, data_dir, hub_cache, &lc, &split, file)?;
@@ -45,8 +54,8 @@ impl MediaTask {
             direction,
             max_new_tokens,
             until,
-            pre_prompt: prompt("pre_prompt"),
-            post_prompt: prompt("post_prompt"),
+            pre_prompt,
+            post_prompt,
             docs,
         })
     }
@@ -72,7 +81,9 @@ impl MediaTask {
         if answers.is_empty() {
             bail!("the answer field holds an empty list: an item needs at least one answer to be scored");
         }
-        let media = media_bytes(doc::field(d, medium)?).map_err(|e| Error::new(format!("field `{medium}`: {e}")))?;
+        let media = media_bytes(doc::field(d, medium)?)
+            .and_then(|m| of_medium(m, scorer.facts().medium))
+            .map_err(|e| Error::new(format!("field `{medium}`: {e}")))?;
         Ok(MediaItem { doc, question, answers, kind, media })
     }
 }
@@ -103,11 +114,21 @@ fn family(c: &Config, dataset: &str, file: &str) -> Result<Family> {
     let mut check = |field: &str, v: &Option<serde_saphyr::Tagged<Value>>, want: HookKind| -> Result<bool> {
         let Some(t) = v else { return Ok(false) };
         let is_function = t.1.as_deref().is_some_and(|tag| tag.contains("function"));
+        // Another local tag (`!python utils.x`) is a hook the suite does not know, never a plain value to ignore;
+        // YAML's own tags (`!!str`) only say what the value is.
+        if let Some(tag) = t.1.as_deref().filter(|tag| !is_function && !tag.starts_with("tag:yaml.org,2002:")) {
+            bail!(
+                "{file}: field `{field}` is tagged `{tag}` ({}), which the suite cannot run; lmms-eval's hooks are \
+                 `!function utils.*`",
+                t.0
+            );
+        }
         if !is_function {
             return Ok(false);
         }
-        let f = t.0.as_str().unwrap_or_default();
-        match families::hook(dataset, f) {
+        // A tagged list or map names no function: shown as written, it matches none.
+        let f = t.0.as_str().map_or_else(|| t.0.to_string(), str::to_string);
+        match families::hook(dataset, &f) {
             Some((fam, kind)) if kind == want && family.is_none_or(|x| x == fam) => {
                 family = Some(fam);
                 Ok(true)
@@ -124,8 +145,17 @@ fn family(c: &Config, dataset: &str, file: &str) -> Result<Family> {
     let target_hook = check("doc_to_target", &c.doc_to_target, HookKind::DocToTarget)?;
     check("process_results", &c.process_results, HookKind::ProcessResults)?;
     for m in c.metric_list.iter().flatten() {
-        if let Some(a) = &m.aggregation {
-            check("metric_list.aggregation", &Some(a.clone()), HookKind::Aggregation)?;
+        if let Some(a) = &m.aggregation
+            && !check("metric_list.aggregation", &Some(a.clone()), HookKind::Aggregation)?
+            && a.0.as_str() != Some("mean")
+        {
+            // The gate aggregates as the family does (the mean, unless its hook says otherwise): any other named
+            // aggregation would be scored as a mean without a word.
+            bail!(
+                "{file}: field `metric_list.aggregation` of metric `{}` is {}; the gate aggregates by `mean` or the family's own hook",
+                m.metric.trim(),
+                a.0
+            );
         }
     }
     let family = family
@@ -183,10 +213,10 @@ fn generation(c: &Config, file: &str) -> Result<(usize, Vec<String>)> {
             bail!("{file}: field `generation_kwargs.{k}` is {v}; the gate decodes greedily (do_sample false, num_beams 1)");
         }
     }
-    if let Some(t) = kw.get("temperature").and_then(Value::as_f64)
-        && t != 0.0
-    {
-        bail!("{file}: field `generation_kwargs.temperature` is {t}; the gate decodes greedily (temperature 0)");
+    match kw.get("temperature") {
+        None | Some(Value::Null) => {}
+        Some(t) if t.as_f64() == Some(0.0) => {}
+        Some(t) => bail!("{file}: field `generation_kwargs.temperature` is {t}; the gate decodes greedily (temperature 0)"),
     }
     let delimiter = c.fewshot_delimiter.clone().unwrap_or_else(|| "\n\n".to_string());
     let until = match kw.get("until") {
@@ -219,11 +249,49 @@ fn media_bytes(v: &Value) -> std::result::Result<Media, String> {
             other => Err(format!("`bytes` is {other}")),
         };
     }
-    if let (Some(a), Some(r)) = (v.get("array").and_then(Value::as_array), v.get("sampling_rate").and_then(Value::as_u64)) {
+    if let Some(a) = v.get("array").and_then(Value::as_array) {
+        let r = v.get("sampling_rate").unwrap_or(&Value::Null);
+        // A rate past 32 bits must not wrap onto another (2^32 + 16000 is not 16 kHz).
+        let rate = r
+            .as_u64()
+            .and_then(|r| u32::try_from(r).ok())
+            .filter(|&r| r > 0)
+            .ok_or_else(|| format!("`sampling_rate` is {r}; expected a positive rate in Hz"))?;
         let samples = a.iter().map(|x| x.as_f64().map(|x| x as f32)).collect::<Option<Vec<f32>>>().ok_or("`array` holds a non-number")?;
-        return Ok(Media::Samples { samples, rate: r as u32 });
+        return Ok(Media::Samples { samples, rate });
     }
     Err("expected {bytes, path} or {array, sampling_rate}".into())
+}
+
+/// The medium the task feeds, as far as its first bytes tell: an image file for an image task (the suite feeds the
+/// reference processor's tensors, so bytes that are no image would only surface as a stale baseline), a WAV or FLAC
+/// file (what `feed::audio` decodes) or samples for an audio task; a clip with no samples is refused, as Whisper would
+/// hear 30 s of silence.
+fn of_medium(m: Media, medium: Medium) -> std::result::Result<Media, String> {
+    let head =
+        |b: &[u8]| format!("first bytes {}; {} bytes", b.iter().take(4).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" "), b.len());
+    match (&m, medium) {
+        (Media::File(b), Medium::Image) => {
+            let image =
+                [&b"\x89PNG"[..], b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM", b"II*\0", b"MM\0*"].iter().any(|s| b.starts_with(s))
+                    || (b.starts_with(b"RIFF") && b.get(8..12) == Some(b"WEBP"));
+            if !image {
+                return Err(format!("`bytes` is not an image (PNG, JPEG, GIF, WebP, BMP or TIFF): {}", head(b)));
+            }
+        }
+        (Media::Samples { .. }, Medium::Image) => return Err("decoded audio ({array, sampling_rate}) where an image is expected".into()),
+        (Media::File(b), Medium::Audio) => {
+            if !(b.starts_with(b"RIFF") || b.starts_with(b"fLaC")) {
+                return Err(format!("`bytes` is not a WAV (RIFF) or FLAC (fLaC) file: {}", head(b)));
+            }
+        }
+        (Media::Samples { samples, .. }, Medium::Audio) => {
+            if samples.is_empty() {
+                return Err("`array` holds no samples (a 0-second clip)".into());
+            }
+        }
+    }
+    Ok(m)
 }
 
 /// The Parquet record reader's JSON of a binary value: base64 (standard alphabet, padded).

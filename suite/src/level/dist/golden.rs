@@ -128,7 +128,8 @@ impl DistGolden {
         DistGolden::parse(file, &bytes)
     }
 
-    /// Reads and checks a golden: its format, every tensor's dtype and shape, ids and log-probabilities in range.
+    /// Reads and checks a golden: its format, every tensor's dtype and shape, ids and log-probabilities in range, each
+    /// position's top k and tail a partition ([`check_partition`]).
     pub fn parse(file: &str, bytes: &[u8]) -> Result<DistGolden> {
         let meta = crate::judge::golden::safetensors_metadata(file, bytes, FORMAT)?;
         let field = |name: &str| meta.get(name).ok_or_else(|| Error::new(format!("{file}: metadata field `{name}` is missing")));
@@ -183,6 +184,7 @@ impl DistGolden {
         if let Some(i) = tail_logprob.iter().position(|x| x.is_nan() || *x > 0.0 || *x == f32::INFINITY) {
             bail!("{file}: tensor `tail_logprob` entry {i} is {}, expected a log-probability (<= 0, or -inf)", tail_logprob[i]);
         }
+        check_partition(file, k, &top_ids, &top_logprobs, &tail_logprob)?;
         Ok(DistGolden {
             segments,
             k,
@@ -240,6 +242,37 @@ impl DistGolden {
     pub fn floor(&self, dtype: Dtype) -> Option<&Floor> {
         self.floors.get(dtype.name())
     }
+}
+
+/// How far a position's top-k and tail probabilities may sum from 1: the log-probabilities are stored in f32, so
+/// their sum is 1 to about 1e-6; a golden this suite did not write can be anything.
+const PARTITION_SLACK: f64 = 1e-3;
+
+/// Each position's top k and tail are a partition of the vocabulary as `dist.py` writes it: k distinct ids, in
+/// descending order of probability (the first is the reference's top token), and probabilities that sum to 1. Any
+/// other golden would be judged without a word: a KL over more or less than all the mass, an id counted twice, a
+/// "same top" against another token.
+fn check_partition(file: &str, k: usize, ids: &[i64], logprobs: &[f32], tail: &[f32]) -> Result<()> {
+    for (i, ((ids, lp), &tail)) in ids.chunks_exact(k).zip(logprobs.chunks_exact(k)).zip(tail).enumerate() {
+        if let Some(j) = lp.windows(2).position(|w| w[0] < w[1]) {
+            bail!(
+                "{file}: tensor `top_logprobs` position {i}: entries {j} and {} are {} and {}, expected descending order",
+                j + 1,
+                lp[j],
+                lp[j + 1]
+            );
+        }
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            bail!("{file}: tensor `top_ids` position {i} holds id {} twice, expected {k} distinct ids", w[0]);
+        }
+        let sum: f64 = lp.iter().map(|&x| (x as f64).exp()).sum::<f64>() + (tail as f64).exp();
+        if (sum - 1.0).abs() > PARTITION_SLACK {
+            bail!("{file}: position {i}: the top {k} and the tail probabilities sum to {sum}, expected 1 (within {PARTITION_SLACK})");
+        }
+    }
+    Ok(())
 }
 
 /// A corpus's segments as the golden stores them: how it is cut, its tokens one segment after another, and each
