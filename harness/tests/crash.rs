@@ -7,9 +7,13 @@
 //! This binary is the harness too: run with `--as-conformance` it is `cargo test -p harness --test conformance` over
 //! the suite root the test lays out, and with the worker flag it is that harness's worker.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+#[path = "../../suite/tests/common/mod.rs"]
+mod common;
+
+use common::{Scratch, copy_tree};
 use libtest_mimic::{Arguments, Failed, Trial};
 use mobius_conformance::paths::workspace_root;
 
@@ -21,27 +25,6 @@ fn main() {
         _ => {
             let trials = vec![Trial::test("a_crashing_runtime_fails_its_own_trial_and_the_others_report", crash_isolation)];
             libtest_mimic::run(&Arguments::from_args(), trials).exit()
-        }
-    }
-}
-
-/// A temp folder, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.path().is_dir() {
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
         }
     }
 }
@@ -91,8 +74,7 @@ fn case(root: &Path, folder: &str, stem: &str, pkg: &str) {
 }
 
 fn crash_isolation() -> Result<(), Failed> {
-    let root = Scratch(std::env::temp_dir().join(format!("mobius-crash-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&root.0);
+    let root = Scratch::new("crash");
     copy_tree(&workspace_root().join("fixtures/tokenizer"), &root.0.join("tok"));
     package(&root.0.join("clean"), None);
     package(&root.0.join("segv"), Some(""));

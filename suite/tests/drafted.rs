@@ -4,43 +4,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use mobius_conformance::feed::inputs::Inputs;
-use mobius_conformance::feed::package::GenaiConfig;
-use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::decoder::{Decoder, StepInput};
 use mobius_conformance::run::drafted::greedy_drafted;
 use mobius_conformance::run::encoder_session::Features;
 use mobius_conformance::run::generate::{self, Generated, Suppress};
-use mobius_conformance::run::pipeline::{Pipeline, encoder_decoder};
-use mobius_conformance::run::runtime::Provider;
-use mobius_conformance::run::sessions;
+use mobius_conformance::run::pipeline::Pipeline;
 
-const SOT: i64 = 513;
-const NOTIMESTAMPS: i64 = 515;
-const PROMPT: [i64; 2] = [SOT, NOTIMESTAMPS];
-const BUDGET: usize = 16;
-
-fn package() -> PathBuf {
-    workspace_root().join("fixtures/whisper-tiny/onnx/default-f32")
-}
-
-fn decoder(pkg: &Path) -> std::sync::Arc<Decoder> {
-    sessions::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu).unwrap()
-}
-
-fn states(pkg: &Path) -> Features {
-    let file = workspace_root().join("goldens/speech-to-text/whisper-tiny.inputs.safetensors");
-    let inputs = Inputs::from_safetensors("whisper-tiny.inputs.safetensors", &std::fs::read(file).unwrap()).unwrap();
-    let cfg = GenaiConfig::load(pkg).unwrap();
-    encoder_decoder::encode(pkg, &cfg, &decoder(pkg), Provider::Cpu, &inputs, "inputs").unwrap()
-}
-
-/// The fixture's generation config: 512 is end of text and banned at the first step; 0-3, 513 and 514 always.
-fn suppress() -> Suppress {
-    Suppress { always: vec![0, 1, 2, 3, 513, 514], at_begin: vec![512] }
-}
+use common::whisper_tiny::{BUDGET, NOTIMESTAMPS, PROMPT, SOT, decoder, package, states, suppress};
 
 /// The fixture's decoder and the encoder states of its stored clip.
 fn fixture() -> (std::sync::Arc<Decoder>, Features) {

@@ -695,40 +695,13 @@ fn a_hostile_lmms_task_in_a_case_fails_its_own_trials_and_the_rest_pass() {
 // Drafted decoding with a hostile draft.
 
 mod drafted {
-    use std::path::{Path, PathBuf};
 
-    use mobius_conformance::feed::inputs::Inputs;
-    use mobius_conformance::feed::package::GenaiConfig;
-    use mobius_conformance::paths::workspace_root;
-    use mobius_conformance::run::decoder::Decoder;
     use mobius_conformance::run::drafted::greedy_drafted;
-    use mobius_conformance::run::encoder_session::Features;
-    use mobius_conformance::run::generate::{self, Generated, Suppress};
-    use mobius_conformance::run::pipeline::{Pipeline, encoder_decoder};
-    use mobius_conformance::run::runtime::Provider;
-    use mobius_conformance::run::sessions;
 
-    const PROMPT: [i64; 2] = [513, 515];
-    const BUDGET: usize = 16;
+    use mobius_conformance::run::generate::{self, Generated};
+    use mobius_conformance::run::pipeline::Pipeline;
 
-    fn package() -> PathBuf {
-        workspace_root().join("fixtures/whisper-tiny/onnx/default-f32")
-    }
-
-    fn decoder(pkg: &Path) -> std::sync::Arc<Decoder> {
-        sessions::decoder(&pkg.join("decoder/model.onnx"), Provider::Cpu).unwrap()
-    }
-
-    fn states(pkg: &Path) -> Features {
-        let file = workspace_root().join("goldens/speech-to-text/whisper-tiny.inputs.safetensors");
-        let inputs = Inputs::from_safetensors("whisper-tiny.inputs.safetensors", &std::fs::read(file).unwrap()).unwrap();
-        let cfg = GenaiConfig::load(pkg).unwrap();
-        encoder_decoder::encode(pkg, &cfg, &decoder(pkg), Provider::Cpu, &inputs, "inputs").unwrap()
-    }
-
-    fn suppress() -> Suppress {
-        Suppress { always: vec![0, 1, 2, 3, 513, 514], at_begin: vec![512] }
-    }
+    use super::common::whisper_tiny::{BUDGET, PROMPT, decoder, package, states, suppress};
 
     /// The package's own greedy run, step by step, and a drafted run on `draft`: the same tokens whatever the draft.
     fn check(what: &str, make: impl Fn(&[i64]) -> Vec<i64>) -> usize {

@@ -1,6 +1,8 @@
 //! Helpers shared by the tests that lay out their own suite root in a temp folder.
 #![allow(dead_code)] // each test crate uses its own subset
 
+pub mod whisper_tiny;
+
 use std::path::{Path, PathBuf};
 
 use mobius_conformance::context::RunContext;
