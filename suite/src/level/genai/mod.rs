@@ -116,8 +116,10 @@ fn run_genai(t: &Trial, p: &Prepared, provider: Provider) -> Result<Outcome> {
     let feed = Feed::Ids { library: run.library.clone(), version: crate::run::genai::version::GENAI_VERSION, generated: run.tokens.len() };
     let r = judge::judge(feed, None, Some(&run.prefill_logits), &run.tokens, &goldens);
     let regenerate = t.regenerate();
-    let ctx =
-        t.report_context(&p.tokenizer, &generation_file, generation.as_ref().and_then(|g| g.provenance.as_ref()), &regenerate, policy);
+    // Who made the goldens: the generation golden's maker, else the prefill golden's (a case with only the latter).
+    let provenance =
+        generation.as_ref().and_then(|g| g.provenance.as_ref()).or_else(|| prefill.as_ref().and_then(|g| g.provenance.as_ref()));
+    let ctx = t.report_context(&p.tokenizer, &generation_file, provenance, &regenerate, policy);
     Ok(genai_outcome(crate::level::genai::render::message(&ctx, &r), r))
 }
 
