@@ -3,6 +3,9 @@
 //! CPU nothing moves, but the calls are the same). docs/running.md's device section states these lists; the KV cache
 //! never appears in them, and a prefill reads one row, not its `[prompt, vocab]` block.
 
+mod common;
+
+use common::whisper_tiny;
 use mobius_conformance::paths::workspace_root;
 use mobius_conformance::run::crossing::{Crossing, Way, recorded};
 use mobius_conformance::run::decoder::{Decoder, StepInput};
@@ -100,6 +103,25 @@ fn a_prefill_check_reads_its_block_once_and_the_gate_reads_only_the_rows_it_scor
     let layers = d.io.cache.len();
     assert_eq!(moved.len(), 4 * layers, "each layer's key and value, out and back: {moved:?}");
     assert!(moved.iter().all(|c| c.name == "past cache"), "{moved:?}");
+}
+
+#[test]
+fn an_encoder_decoders_states_go_over_once_for_every_call_on_their_cache() {
+    // Whisper's decoder reads its encoder's states at every call: they cross when the cache is made, never again.
+    let pkg = whisper_tiny::package();
+    let (d, states) = (whisper_tiny::decoder(&pkg), whisper_tiny::states(&pkg));
+    let context = d.io.context.as_ref().expect("Whisper's decoder reads encoder states").name.clone();
+    let (cache, moved) = recorded(|| d.new_cache_with(Some(&states)).unwrap());
+    assert_eq!(moved, vec![to_device(&context, 4 * states.data.len())], "the states, once");
+    let mut cache = cache;
+    let vocab = d.io.vocab.expect("the fixture declares its vocabulary") as usize;
+    for (i, ids) in [whisper_tiny::PROMPT.to_vec(), vec![40], vec![41]].into_iter().enumerate() {
+        let (past, t) = (cache.len, ids.len());
+        let (_, moved) = recorded(|| d.step(StepInput::Ids(ids), &mut cache).unwrap());
+        let mut want = step_inputs(&d, t, past);
+        want.push(to_host(&d.io.names.logits, 4 * vocab));
+        assert_eq!(moved, want, "call {i}: its inputs and one row; neither the states nor the cache");
+    }
 }
 
 #[test]
