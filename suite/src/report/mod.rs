@@ -61,6 +61,24 @@ pub fn next_step(next: &NextStep) -> String {
     }
 }
 
+/// [`next_step`] for a stream that first fails at decode step `step` (past the first, whose logits are the prompt's
+/// last position): localization examines the prompt, which is within tolerance, so it is not offered as where.
+pub fn next_step_decoding(next: &NextStep, step: usize) -> String {
+    let where_ = format!(
+        "  where: the prompt's logits are within tolerance and the stream first fails at step {step}, so the difference \
+         arises while decoding (the KV cache, positions past the prompt); `cargo xtask localize` examines the prompt's \
+         last position and finds nothing there\n"
+    );
+    match next {
+        NextStep::Package { transformers, torch, .. } => format!(
+            "  the package changed: the golden is current (made by transformers {transformers}, torch {torch}, the \
+             reference the suite pins, on the case's inputs)\n{where_}"
+        ),
+        NextStep::Regenerate { .. } => next_step(next),
+        NextStep::Unknown { regenerate, .. } => format!("{where_}  regenerate (only if the reference changed): {regenerate}\n"),
+    }
+}
+
 /// Logits no verdict can reason about: where the first NaN or infinity is. `place` names what computed them (the
 /// model file, onnxruntime-genai on the package, a task's document).
 pub fn non_finite(trial: &str, place: &str, nf: &NonFinite) -> String {

@@ -268,10 +268,18 @@ pub fn generation(ctx: &Context, r: &GenerationReport) -> String {
     }
     let _ = writeln!(s, "  policy:   {} [{}]", r.tolerance, ctx.policy_source);
     let _ = writeln!(s, "  golden:   {}", ctx.golden_file);
-    if r.verdict == Verdict::Fail {
-        s.push_str(&super::next_step(&ctx.next));
-    } else {
-        let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
+    // The first step the stream fails at: its first divergence, or its first step whose logits left tolerance.
+    let logits_out = r.reasons.iter().find_map(|x| match x {
+        GenerationReason::StepLogitsOut { first, .. } => Some(first.step),
+        _ => None,
+    });
+    let first = r.first_divergence.as_ref().map(|d| d.index).into_iter().chain(logits_out).min();
+    match (r.verdict == Verdict::Fail, first) {
+        (true, Some(step)) if step > 0 => s.push_str(&super::next_step_decoding(&ctx.next, step)),
+        (true, _) => s.push_str(&super::next_step(&ctx.next)),
+        (false, _) => {
+            let _ = writeln!(s, "  regenerate (only if the reference changed): {}", ctx.regenerate);
+        }
     }
     s
 }
