@@ -57,23 +57,33 @@ pub fn serve(root: &Path) -> ! {
         let Ok(line) = line else { break };
         let Some((id, name)) = line.split_once('\t') else { continue };
         let (id, name, suite, ctx, plan) = (id.to_string(), name.to_string(), suite.clone(), ctx.clone(), plan.clone());
+        let (id2, name2) = (id.clone(), name.clone());
         let spawned = std::thread::Builder::new().stack_size(8 << 20).spawn(move || {
             let outcome = match (plan.get(&name), ctx.as_ref()) {
                 (None, _) => Outcome::fail(format!("{name}: no such trial in the worker's plan of {}", suite.root.display())),
                 (_, Err(e)) => Outcome::fail(format!("{name}: {e}")),
                 (Some(spec), Ok(ctx)) => trial::guarded(&name, || trial::run(&suite, spec, ctx)),
             };
-            let message = serde_json::to_string(&outcome.message).unwrap_or_else(|_| "\"\"".into());
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{REPLY}\t{id}\t{}\t{message}", outcome.status.name());
-            let _ = out.flush();
+            answer(&id, &outcome);
         });
-        running.extend(spawned.ok());
+        match spawned {
+            Ok(t) => running.push(t),
+            // Every request is answered: the harness waits for it.
+            Err(e) => answer(&id2, &Outcome::fail(format!("{name2}: the worker could not start a thread for it: {e}"))),
+        }
     }
     for t in running {
         let _ = t.join();
     }
     std::process::exit(0)
+}
+
+/// Writes request `id`'s verdict line.
+fn answer(id: &str, outcome: &Outcome) {
+    let message = serde_json::to_string(&outcome.message).unwrap_or_else(|_| "\"\"".into());
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{REPLY}\t{id}\t{}\t{message}", outcome.status.name());
+    let _ = out.flush();
 }
 
 /// What the harness keeps of one worker.
