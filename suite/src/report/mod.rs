@@ -44,10 +44,9 @@ pub enum NextStep {
 /// regeneration; a changed reference offers it.
 pub fn next_step(next: &NextStep) -> String {
     match next {
-        NextStep::Package { transformers, torch, localize } => format!(
-            "  the package changed: the golden is current (made by transformers {transformers}, torch {torch}, the \
-             reference the suite pins, on the case's inputs); where in the model: {localize}\n"
-        ),
+        NextStep::Package { transformers, torch, localize } => {
+            format!("{}; where in the model: {localize}\n", package_changed(transformers, torch))
+        }
         NextStep::Regenerate { changes, command } => {
             let why: Vec<String> = changes
                 .iter()
@@ -61,6 +60,14 @@ pub fn next_step(next: &NextStep) -> String {
     }
 }
 
+/// The line a failure against a current golden starts its next step with: the package changed.
+fn package_changed(transformers: &str, torch: &str) -> String {
+    format!(
+        "  the package changed: the golden is current (made by transformers {transformers}, torch {torch}, the reference \
+         the suite pins, on the case's inputs)"
+    )
+}
+
 /// [`next_step`] for a stream that first fails at decode step `step` (past the first, whose logits are the prompt's
 /// last position): localization examines the prompt, which is within tolerance, so it is not offered as where.
 pub fn next_step_decoding(next: &NextStep, step: usize) -> String {
@@ -70,10 +77,7 @@ pub fn next_step_decoding(next: &NextStep, step: usize) -> String {
          last position and finds nothing there\n"
     );
     match next {
-        NextStep::Package { transformers, torch, .. } => format!(
-            "  the package changed: the golden is current (made by transformers {transformers}, torch {torch}, the \
-             reference the suite pins, on the case's inputs)\n{where_}"
-        ),
+        NextStep::Package { transformers, torch, .. } => format!("{}\n{where_}", package_changed(transformers, torch)),
         NextStep::Regenerate { .. } => next_step(next),
         NextStep::Unknown { regenerate, .. } => format!("{where_}  regenerate (only if the reference changed): {regenerate}\n"),
     }
