@@ -39,6 +39,26 @@ impl Dtype {
         }
     }
 
+    /// The module golden a variant of this dtype is localized against, when it is not the plain float32 one: int4's
+    /// is the kernel-parity reference's (as [`Dtype::golden_suffix`]); a half-precision dtype's is the reference with
+    /// its weights rounded to that dtype, so that a module differs from the package's by the package's arithmetic
+    /// alone (the weights' rounding reaches about an ulp of the dtype at the first norm, as much as a 1% weight error).
+    pub fn module_golden_suffix(self) -> Option<&'static str> {
+        match self {
+            Dtype::F32 => None,
+            Dtype::F16 | Dtype::Bf16 | Dtype::Int4 => Some(self.name()),
+        }
+    }
+
+    /// Torch's name for a half-precision dtype, which a rounded reference is rounded to.
+    pub fn torch_half(self) -> Option<&'static str> {
+        match self {
+            Dtype::F16 => Some("float16"),
+            Dtype::Bf16 => Some("bfloat16"),
+            Dtype::F32 | Dtype::Int4 => None,
+        }
+    }
+
     /// Accepts our short names and mobius' long ones.
     pub fn parse(s: &str) -> Option<Dtype> {
         Some(match s {

@@ -4,6 +4,7 @@
 
 JOBS.json: {"jobs": [{"case": "...", "reference": "/abs/hf", "tokenizer": "/abs/tok", "prompt": "...",
                       "dequantize": "/abs/model.onnx" (optional: int4 kernel parity, as goldens.py),
+                      "round_to": "float16" | "bfloat16" (optional: a half-precision variant's reference),
                       "out": "/abs/raw.safetensors"}]}
 
 The prompt is tokenized as goldens.py does (default special tokens) and run once through the float32 model with a
@@ -25,7 +26,15 @@ Written (safetensors, common.save_safetensors):
 
 metadata: format (MODULES_FORMAT), case, prompt, entries (JSON list of [module, role], or [module, role, "encoder"]
 for an encoder-decoder's encoder module), frames (Whisper: the encoder frames its modules are kept at, JSON),
-transformers, torch, dequantized_from / dequantized_weights / dequantized_sha256 for a kernel-parity job.
+transformers, torch, dequantized_from / dequantized_weights / dequantized_sha256 for a kernel-parity job,
+weights_rounded_to for a `round_to` job.
+
+A `round_to` job rounds every parameter of the model (its weights, not its buffers: RoPE's inverse frequencies, a
+scale computed in the forward pass) to that dtype and back to float32 before it records: the reference of a package
+that stores its weights in that dtype, as the int4 golden's is the package's dequantized weights. Its modules then
+differ from the package's by the package's half-precision arithmetic alone, not by the weights' rounding, which
+reaches about one half-precision ulp at the first norm and hides a 1% weight error behind it. The suite stores it
+as a difference from the float32 golden (`level/localize/golden.rs`).
 
 A multimodal job (`modality` image, audio or image+audio, with `images` / `audio` and `processor`, as goldens.py
 takes them; Gemma-4's) is processed as goldens.py processes it and records, in the order they run, each tower
@@ -303,9 +312,24 @@ def run_media_job(job):
     return write(job, model, inputs, inputs["input_ids"], metadata, valid=valid, float64_inside=True)
 
 
+def round_weights(model, job):
+    """Rounds the model's parameters to the job's `round_to` dtype and back to float32, in place; returns its name."""
+    name = job["round_to"]
+    if name not in ("float16", "bfloat16"):
+        raise ReferenceError(f"round_to={name!r}: expected float16 or bfloat16")
+    if job.get("dequantize") is not None:
+        raise ReferenceError("round_to and dequantize are two references: a job takes one")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(getattr(torch, name)).to(torch.float32))
+    return name
+
+
 def write(job, model, inputs, ids, metadata, frames=None, valid=None, float64_inside=False):
     """Records the modules in float32 and float64 and writes the raw golden. `float64_inside`: the float64 run keeps
     float64 where the model's code casts to float32 (`Tensor.float`), as Gemma-4's audio attention does."""
+    if job.get("round_to") is not None:
+        metadata["weights_rounded_to"] = round_weights(model, job)
     f32 = record(model, inputs, frames, valid)
     model.double()
     cast = {k: (v.double() if v.is_floating_point() else v) for k, v in inputs.items()}

@@ -150,7 +150,9 @@ impl Suite {
     /// A case with one modality keeps mobius' names (`<case>.json`); with several, each has `<case>.<modality>.json`.
     /// A dtype judged against its own reference (int4: kernel parity) adds its suffix, `<case>.int4.json`, the
     /// encoder features too (`<case>.int4.features.safetensors`: an int4 encoder's reference is the dequantized
-    /// one); the processed inputs stay those of the float32 reference.
+    /// one); the processed inputs stay those of the float32 reference. A half-precision dtype's module golden has its
+    /// own suffix too (`<case>.f16.modules.safetensors`: [`Dtype::module_golden_suffix`]); its other goldens are the
+    /// float32 reference's.
     pub fn golden_paths(&self, case: &Case, modality: Modality, dtype: Dtype) -> GoldenPaths {
         let stem = if case.modalities().len() > 1 { format!("{}.{}", case.name, modality.slug()) } else { case.name.clone() };
         let mut base = GoldenPaths::new(&self.goldens_dir, &case.task_dir, &stem);
@@ -159,14 +161,18 @@ impl Suite {
                 .map(|m| GoldenPaths::new(&self.goldens_dir, &case.task_dir, &format!("{}.{}", case.name, m.slug())).inputs)
                 .to_vec();
         }
-        match dtype.golden_suffix() {
+        let mut paths = match dtype.golden_suffix() {
             None => base,
             Some(suffix) => GoldenPaths {
                 inputs: base.inputs,
                 shared_inputs: base.shared_inputs,
                 ..GoldenPaths::new(&self.goldens_dir, &case.task_dir, &format!("{stem}.{suffix}"))
             },
+        };
+        if let Some(suffix) = dtype.module_golden_suffix() {
+            paths.modules = GoldenPaths::new(&self.goldens_dir, &case.task_dir, &format!("{stem}.{suffix}")).modules;
         }
+        paths
     }
 
     /// `goldens/baselines/<task>/<case>.json`: the reference's accuracy and per-item scores on a task.

@@ -223,10 +223,10 @@ pub(super) const MUTANTS: &[Mutant] = &[
         real: false,
         name: "f16-gate-x1.01",
         module: Some("model.layers.0.mlp"),
-        // Measured: its layer 0 MLP sits at 2.49x the float16-scaled noise, the clean float16 build's modules at up
-        // to 2.3x: a 1% gate is inside float16's own rounding at every module; only the logits (noise score 1.24)
-        // show it.
-        miss: Some("float16 rounding: every module within 2.49x the scaled noise, the clean build's up to 2.3x"),
+        // Against the reference with its weights rounded to float16 (the f16 module golden), its layer 0 MLP sits at
+        // 2.80x the scaled noise, past the half-precision bound of 2x; the clean build's modules at up to 0.97x.
+        // (Against the float32 reference the weights' own rounding reached 2.3x, and this mutant 2.49x: a miss.)
+        miss: None,
         bug: "f16: layer 0's MLP gate scaled by 1.01",
         case: "qwen3-tiny",
         ep: Ep::Default,

@@ -1,6 +1,7 @@
-//! The localize level's goldens (`<case>[.<modality>][.int4].modules.safetensors`): planned here for each case with
-//! L4, for each of its modalities (the float32 reference, and the int4 kernel-parity reference where the case has
-//! int4 builds of a text or speech-to-text model), made by `xtask/reference/modules.py` (each module's output along
+//! The localize level's goldens (`<case>[.<modality>][.<dtype>].modules.safetensors`): planned here for each case
+//! with L4, for each of its modalities (the float32 reference; the int4 kernel-parity reference where the case has
+//! int4 builds of a text or speech-to-text model; the reference with its weights rounded to float16 or bfloat16 where
+//! the case has builds of that dtype, stored as its difference from the float32 golden), made by `xtask/reference/modules.py` (each module's output along
 //! the model, a multimodal model's towers included, with its own float32-vs-float64 noise), read back through the
 //! suite's own loader, and written like every golden: atomically, UNCHANGED within noise, held back without `--force`.
 
@@ -27,8 +28,11 @@ const MODULES: Kind = Kind { order: 7, name: "localize module outputs" };
 pub struct ModuleJob {
     case: Case,
     modality: Modality,
+    dtype: Dtype,
     raw: PathBuf,
     out: PathBuf,
+    /// The float32 module golden: a half-precision one is stored as its difference from it.
+    base: PathBuf,
     /// The prompt as the case's tokenizer.json encodes it: the reference's ids must match.
     ids: Vec<i64>,
 }
@@ -43,15 +47,19 @@ impl Job for ModuleGoldens {
         if !case.levels().contains(&Level::L4) || !case.is_first_prompt() {
             return vec![];
         }
-        let int4 = case.variants(&scope.suite.root).iter().any(|v| v.dtype == Dtype::Int4);
+        let dtypes: Vec<Dtype> = case.variants(&scope.suite.root).iter().map(|v| v.dtype).collect();
         // A speech-to-text case's one stream is its audio; a multimodal case has one per modality.
         let modalities = if case.is_speech_to_text() { vec![Modality::Audio] } else { case.modalities() };
-        // int4 kernel parity dequantizes a text model or an encoder-decoder, as the case goldens do.
-        let parity = |m: Modality| int4 && (m == Modality::Text || case.is_speech_to_text());
-        let streams = modalities
-            .into_iter()
-            .flat_map(|m| [Dtype::F32, Dtype::Int4].into_iter().filter(move |d| *d == Dtype::F32 || parity(m)).map(move |d| (m, d)));
-        streams.map(|(m, d)| plan(scope, case, m, d)).collect()
+        // int4 kernel parity dequantizes a text model or an encoder-decoder, as the case goldens do; a half-precision
+        // variant's reference rounds the weights of any model. The float32 golden comes first: the half-precision
+        // ones are stored as their difference from it.
+        let wanted = |m: Modality, d: Dtype| match d {
+            Dtype::F32 => true,
+            Dtype::Int4 => dtypes.contains(&d) && (m == Modality::Text || case.is_speech_to_text()),
+            Dtype::F16 | Dtype::Bf16 => dtypes.contains(&d),
+        };
+        let streams = modalities.into_iter().flat_map(|m| [Dtype::F32, Dtype::Int4, Dtype::F16, Dtype::Bf16].map(|d| (m, d)));
+        streams.filter(|&(m, d)| wanted(m, d)).map(|(m, d)| plan(scope, case, m, d)).collect()
     }
 
     fn case<'u>(&self, job: &'u ModuleJob) -> &'u Case {
@@ -81,10 +89,68 @@ impl Job for ModuleGoldens {
                 job.ids
             ));
         }
-        let line = format!("modules    {} ({}): {} modules, {} bytes", job.case.name, job.modality.name(), g.entries.len(), bytes.len());
         // Two float32 runs of the reference on other CPUs differ by about its noise: within 1e-5, UNCHANGED.
-        let diff = std::fs::read(&job.out).ok().map(|old| compare::safetensors(&old, &bytes, Some(1e-5)));
+        let (bytes, diff) = match job.dtype.torch_half() {
+            None => {
+                let diff = std::fs::read(&job.out).ok().map(|old| compare::safetensors(&old, &bytes, Some(1e-5)));
+                (bytes, diff)
+            }
+            Some(rounded_to) => half(job, &g, rounded_to)?,
+        };
+        let line = format!(
+            "modules    {} ({}{}): {} modules, {} bytes",
+            job.case.name,
+            job.modality.name(),
+            job.dtype.module_golden_suffix().map(|s| format!(", {s}")).unwrap_or_default(),
+            g.entries.len(),
+            bytes.len()
+        );
         Ok(vec![line, ledger.write_one(MODULES, &job.out, &shown, &bytes, diff.into())?])
+    }
+}
+
+/// A half-precision golden's bytes, stored over the float32 golden beside it as that stands on disk now, and how it
+/// stands against the one stored: decoded, each value within 1e-5 plus a storage step of the one stored.
+fn half(job: &ModuleJob, g: &ModuleGolden, rounded_to: &str) -> Result<(Vec<u8>, Option<compare::Diff>), String> {
+    let base_file = job.base.display().to_string();
+    let name = job.base.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{base_file}: not a file name"))?;
+    let base_bytes = std::fs::read(&job.base).map_err(|e| format!("{base_file}: {e} (the float32 module golden is made first)"))?;
+    let base = ModuleGolden::parse(&base_file, &base_bytes).map_err(|e| e.to_string())?;
+    let bytes = g.delta_bytes(&base, name, &base_bytes, rounded_to).map_err(|e| format!("{}: {e}", job.raw.display()))?;
+    let Ok(old) = std::fs::read(&job.out) else { return Ok((bytes, None)) };
+    if old == bytes {
+        return Ok((bytes, Some(compare::Diff::Same)));
+    }
+    let shown = job.out.display().to_string();
+    let decoded = |b: &[u8]| ModuleGolden::parse_delta(&shown, b, &base, &base_bytes);
+    let diff = match (decoded(&old), decoded(&bytes)) {
+        (Err(e), _) => compare::Diff::Changed { at: "the stored file".into(), why: e.to_string() },
+        (_, Err(e)) => compare::Diff::Changed { at: "the new file".into(), why: e.to_string() },
+        (Ok(a), Ok(b)) => moved(&a, &b),
+    };
+    Ok((bytes, Some(diff)))
+}
+
+/// How far `new`'s values moved from `old`'s (the same modules): within 1e-5 plus what each one's storage may have
+/// moved them (half a step each), noise only.
+fn moved(old: &ModuleGolden, new: &ModuleGolden) -> compare::Diff {
+    let mut largest: Option<(f64, String, f64)> = None;
+    for (a, b) in old.entries.iter().zip(&new.entries) {
+        let (m, n) = a.values.iter().zip(&b.values).enumerate().fold((0f64, 0), |(m, at), (i, (x, y))| {
+            let d = (*x as f64 - *y as f64).abs();
+            if d > m { (d, i) } else { (m, at) }
+        });
+        let slack = 1e-5 + a.storage + b.storage;
+        if m.is_nan() || m > slack {
+            return compare::Diff::Changed { at: format!("{}[{n}]", a.module), why: format!("moved by {m:.3e}, past {slack:.3e}") };
+        }
+        if largest.as_ref().is_none_or(|(l, ..)| m > *l) {
+            largest = Some((m, format!("{}[{n}]", a.module), slack));
+        }
+    }
+    match largest {
+        Some((max, at, noise)) if max > 0.0 => compare::Diff::NoiseOnly { max, at, noise },
+        _ => compare::Diff::Same,
     }
 }
 
@@ -125,7 +191,8 @@ fn plan(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype) -> Result<
         Some(Ok(model)) => Some(model),
         Some(Err(why)) => return skip(&why),
     };
-    let suffix = dtype.golden_suffix().map(|s| format!(".{s}")).unwrap_or_default();
+    let suffix = dtype.module_golden_suffix().map(|s| format!(".{s}")).unwrap_or_default();
+    let base = suite.golden_paths(case, modality, Dtype::F32).modules;
     let raw = scope.raw_dir.join(format!("{}.{}{suffix}.modules.safetensors", case.name, modality.slug()));
     // The media this stream's model hears and sees: a speech-to-text case's clip, a multimodal stream's media.
     let speech = case.is_speech_to_text();
@@ -155,7 +222,8 @@ fn plan(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype) -> Result<
         "language": g.lang,
         "task": g.task.map(mobius_conformance::plan::case::SpeechTask::name),
         "dequantize": dequantize,
+        "round_to": dtype.torch_half(),
         "out": raw,
     });
-    Ok(Planned::Make { spec, unit: ModuleJob { case: case.clone(), modality, raw, out, ids } })
+    Ok(Planned::Make { spec, unit: ModuleJob { case: case.clone(), modality, dtype, raw, out, base, ids } })
 }

@@ -253,7 +253,15 @@ mod tests {
     }
 
     fn entry(module: &str, role: Role) -> Entry {
-        Entry { module: module.into(), role, part: super::super::golden::Part::Decoder, rows: None, values: vec![], noise: 0.0 }
+        Entry {
+            module: module.into(),
+            role,
+            part: super::super::golden::Part::Decoder,
+            rows: None,
+            values: vec![],
+            noise: 0.0,
+            storage: 0.0,
+        }
     }
 
     /// Gemma-3's layer as mobius writes it: an unfused input norm, attention, a norm fused with the residual add.
