@@ -39,11 +39,13 @@ pub mod plan {
 /// against its builder's manifest.
 pub mod feed {
     pub mod audio;
+    pub mod chat_template;
     pub mod generation_config;
     pub mod inputs;
     pub mod integrity;
     pub mod log_mel;
     pub mod package;
+    pub mod python_str;
     pub mod tokenizer;
 }
 
@@ -95,7 +97,6 @@ pub mod accuracy {
     pub mod paired;
     pub mod policy;
     pub mod protocol;
-    pub mod python_str;
     pub mod resolve;
     pub mod scoring;
     pub mod task;

@@ -238,8 +238,8 @@ fn the_task_path_strips_the_prediction_as_lmms_eval_s_configurable_task_does() {
 /// letters and digits) are left alone, as Python leaves them.
 #[test]
 fn lower_upper_and_normalization_are_python_3_11_s_at_every_code_point() {
-    use mobius_conformance::accuracy::python_str::{py_lower, py_nfkc, py_nfkd, py_upper};
     use mobius_conformance::digest::sha256_hex;
+    use mobius_conformance::feed::python_str::{py_lower, py_nfkc, py_nfkd, py_upper};
     let d = data();
     let u = &d["unicode"];
     assert_eq!((u["python"].as_str(), u["unicodedata"].as_str()), (Some("3.11.7"), Some("14.0.0")), "{REGENERATE}");
@@ -263,7 +263,7 @@ fn lower_upper_and_normalization_are_python_3_11_s_at_every_code_point() {
     assert_eq!(py_lower("\u{A7DA}\u{1C89}\u{A7CB}"), "\u{A7DA}\u{1C89}\u{A7CB}");
     assert_eq!(py_upper("\u{264}"), "\u{264}", "U+A7CB, its upper case, is Unicode 16's");
     assert_eq!(py_nfkd("\u{A7F2}\u{1F16C}"), "CMR");
-    assert!(!mobius_conformance::accuracy::python_str::py_assigned('\u{11F50}'), "Kawi digit zero: Unicode 15");
+    assert!(!mobius_conformance::feed::python_str::py_assigned('\u{11F50}'), "Kawi digit zero: Unicode 15");
     let english = mobius_conformance::accuracy::scorers::normalizer::english::EnglishTextNormalizer::new();
     assert_eq!(english.normalize("a \u{11F50},\u{11F51} b"), "a \u{11F50} \u{11F51} b", "Kawi digits are no digits to Python 3.11");
 }

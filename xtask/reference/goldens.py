@@ -85,7 +85,7 @@ import transformers  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoProcessor, AutoTokenizer  # noqa: E402
 
 from .dequantize import dequantize_into  # noqa: E402
-from .hf_run import greedy, load_audio, load_image, mm_encode  # noqa: E402
+from .hf_run import encode_prompt, greedy, load_audio, load_image, mm_encode  # noqa: E402
 
 REQUIRED = ("case", "reference", "tokenizer", "prompt", "max_new_tokens", "out")
 REQUIRED_MM = ("case", "reference", "prompt", "max_new_tokens", "out")
@@ -318,8 +318,7 @@ def run_job(job):
         inputs = mm_encode(processor, job["prompt"], images, audio)
     else:
         tok = AutoTokenizer.from_pretrained(local_dir(job, "tokenizer"), local_files_only=True)
-        enc = tok(job["prompt"], return_tensors="pt")  # default add_special_tokens: BOS is prepended
-        inputs = {"input_ids": enc["input_ids"]}
+        inputs = {"input_ids": encode_prompt(tok, job)}  # BOS prepended as the tokenizer does; `chat`: the template's
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
     input_ids = inputs["input_ids"]
     if input_ids.shape[0] != 1 or input_ids.shape[1] == 0:

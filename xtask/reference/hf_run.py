@@ -99,3 +99,14 @@ def greedy(model, inputs, n_new, eos, pad):
     if prefill.shape[0] != step_logits.shape[1]:
         raise ReferenceError(f"prefill logits have {prefill.shape[0]} entries, step logits {step_logits.shape[1]}")
     return prompt_logits, generated, step_logits
+
+
+def encode_prompt(tok, job):
+    """A text job's prompt as ids ([1, S]): `tok(prompt)` (special tokens added: BOS where the tokenizer adds one), or
+    with `chat`, one user turn through the tokenizer's chat template with the generation prompt, as
+    `apply_chat_template(..., add_generation_prompt=True, tokenize=True)` encodes it (no special token added)."""
+    if job.get("chat"):
+        out = tok.apply_chat_template([{"role": "user", "content": job["prompt"]}], add_generation_prompt=True,
+                                      tokenize=True, return_dict=True)
+        return torch.tensor([out["input_ids"]], dtype=torch.int64)
+    return tok(job["prompt"], return_tensors="pt")["input_ids"]

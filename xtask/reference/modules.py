@@ -65,6 +65,7 @@ import transformers  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from .dequantize import dequantize_into  # noqa: E402
+from .hf_run import encode_prompt  # noqa: E402
 
 MODULES_FORMAT = "modules-raw-v1"
 REQUIRED = ("case", "reference", "tokenizer", "prompt", "out")
@@ -232,8 +233,7 @@ def run_job(job):
     if missing:
         raise ReferenceError(f"missing keys {missing}")
     tok = AutoTokenizer.from_pretrained(job["tokenizer"], local_files_only=True)
-    enc = tok(job["prompt"], return_tensors="pt")
-    ids = enc["input_ids"]
+    ids = encode_prompt(tok, job)
     if ids.shape[0] != 1 or ids.shape[1] == 0:
         raise ReferenceError(f"bad tokenization shape {tuple(ids.shape)}")
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

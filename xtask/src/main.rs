@@ -166,12 +166,13 @@ const TASKS: &[(&str, &str)] = &[
     (
         "reference-data",
         "\
-  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles|lmms-data|log-mel|lmms-scorers ...]
+  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles|lmms-data|log-mel|chat-templates|lmms-scorers ...]
       Rewrite the committed data the reference tools produce, from the repository root: the real tier's
       knowledge items (fixtures/tasks/knowledge/test.jsonl, seeded), and lm-eval 0.4.13's own answers on the
       gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json), the
       multimodal gate's image datasets (tests/data/lmms/hub), transformers' Whisper features
-      (tests/data/log_mel/expected.json) and lmms-eval 0.7.3's own scorers on crafted strings and on the
+      (tests/data/log_mel/expected.json), transformers' chat-template renderings of fixtures/chat/corpus.json
+      (tests/data/chat/corpus.json, after `cargo xtask real`: its tokenizers are among them) and lmms-eval 0.7.3's own scorers on crafted strings and on the
       committed baselines' predictions (tests/data/lmms/scorers.json; in a hash-locked scratch venv,
       xtask/reference/lmms-eval.lock, after `cargo xtask real`), which the suite's tests compare with.
       `git diff` shows what changed.

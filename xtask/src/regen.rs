@@ -96,6 +96,12 @@ const REFERENCE_DATA: &[(&str, &str, &str, Option<&str>)] = &[
     ),
     ("log-mel", "log_mel_expected", "tests/data/log_mel/expected.json", None),
     (
+        "chat-templates",
+        "chat_corpus",
+        "tests/data/chat/corpus.json (transformers' renderings of fixtures/chat/corpus.json; after `cargo xtask real`)",
+        None,
+    ),
+    (
         "lmms-scorers",
         "lmms_scorers",
         "tests/data/lmms/scorers.json (+ suite/src/accuracy/scorers/unicode_classes.txt), in the lmms-eval venv; scores \

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::accuracy::lmeval::python_re;
-use crate::accuracy::python_str::py_is_space;
+use crate::feed::python_str::py_is_space;
 
 /// The answer lm-eval compares with the target. Without a pattern: the generation itself, unchanged (lm-eval
 /// compares the raw string). With one, its `regex` filter: the first match of the pattern as Python's `re` reads

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::accuracy::doc::Doc;
 use crate::accuracy::include::{self, Included, inherit};
-use crate::accuracy::python_str::{py_capitalize, py_is_space};
 use crate::error::{Error, Result, bail};
+use crate::feed::python_str::{py_capitalize, py_is_space, python_method};
 
 pub mod python_re;
 
@@ -327,53 +327,6 @@ fn env() -> &'static minijinja::Environment<'static> {
         e.set_unknown_method_callback(python_method);
         e
     })
-}
-
-fn python_method(
-    _: &minijinja::State,
-    value: &minijinja::Value,
-    method: &str,
-    args: &[minijinja::Value],
-) -> std::result::Result<minijinja::Value, minijinja::Error> {
-    use minijinja::{Error as E, ErrorKind as K, Value as V};
-    let bad = || E::new(K::UnknownMethod, format!("the suite does not implement Python's `{method}` here"));
-    let arg_str = |i: usize| args.get(i).and_then(|a| a.as_str()).map(str::to_string);
-    if let Some(s) = value.as_str() {
-        let chars = arg_str(0);
-        let strip = |s: &str, left: bool, right: bool| -> String {
-            let is = |c: char| chars.as_deref().map_or_else(|| py_is_space(c), |set| set.contains(c));
-            let s = if left { s.trim_start_matches(is) } else { s };
-            (if right { s.trim_end_matches(is) } else { s }).to_string()
-        };
-        return Ok(match method {
-            "strip" => V::from(strip(s, true, true)),
-            "lstrip" => V::from(strip(s, true, false)),
-            "rstrip" => V::from(strip(s, false, true)),
-            "upper" => V::from(crate::accuracy::python_str::py_upper(s)),
-            "lower" => V::from(crate::accuracy::python_str::py_lower(s)),
-            "capitalize" => V::from(py_capitalize(s)),
-            "replace" => V::from(s.replace(&arg_str(0).ok_or_else(bad)?, &arg_str(1).ok_or_else(bad)?)),
-            "startswith" => V::from(s.starts_with(&arg_str(0).ok_or_else(bad)?)),
-            "endswith" => V::from(s.ends_with(&arg_str(0).ok_or_else(bad)?)),
-            "split" => match arg_str(0) {
-                Some(sep) => V::from(s.split(sep.as_str()).map(str::to_string).collect::<Vec<_>>()),
-                None => V::from(s.split(py_is_space).filter(|p| !p.is_empty()).map(str::to_string).collect::<Vec<_>>()),
-            },
-            _ => return Err(bad()),
-        });
-    }
-    if let Ok(items) = value.try_iter() {
-        let items: Vec<V> = items.collect();
-        let x = args.first().ok_or_else(bad)?;
-        return match method {
-            "index" => {
-                items.iter().position(|v| v == x).map(V::from).ok_or_else(|| E::new(K::InvalidOperation, format!("{x} is not in list")))
-            }
-            "count" => Ok(V::from(items.iter().filter(|v| *v == x).count())),
-            _ => Err(bad()),
-        };
-    }
-    Err(bad())
 }
 
 /// Renders a template over a document, as lm-eval's `apply_template`.

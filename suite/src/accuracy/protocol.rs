@@ -60,7 +60,7 @@ pub fn strip_reasoning(text: &str, pairs: &[[String; 2]]) -> String {
             result = after.to_string();
         }
     }
-    crate::accuracy::python_str::py_strip(&result).to_string()
+    crate::feed::python_str::py_strip(&result).to_string()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,7 +121,7 @@ impl Protocol {
     /// `ConfigurableTask.process_results` strips every generation.
     pub fn scored(&self, output: &str) -> String {
         let reasoned = strip_reasoning(output, &self.reasoning_tags);
-        crate::accuracy::python_str::py_strip(self.answer(&reasoned)).to_string()
+        crate::feed::python_str::py_strip(self.answer(&reasoned)).to_string()
     }
 
     /// The answer in an output: after the last `answer_after` marker when stated and present.

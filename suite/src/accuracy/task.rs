@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use crate::accuracy::doc::{Doc, read_jsonl};
 use crate::accuracy::lmeval;
-use crate::accuracy::python_str::py_is_space;
 use crate::accuracy::resolve::{Source, task_name};
 use crate::error::{Error, Result, bail};
+use crate::feed::python_str::py_is_space;
 use crate::feed::tokenizer::TextTokenizer;
 use spec::{OutputType, TaskSpec};
 

@@ -43,6 +43,22 @@ impl TextTokenizer {
         Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
     }
 
+    /// A case's prompt as its ids: as [`TextTokenizer::encode`] gives them, or with `chat`, rendered as one user turn
+    /// through the chat template beside the tokenizer with the generation prompt and encoded with no special token
+    /// added, as transformers' `apply_chat_template(..., add_generation_prompt=True, tokenize=True)`.
+    pub fn encode_prompt(&self, prompt: &str, chat: bool) -> Result<Vec<i64>> {
+        if !chat {
+            return self.encode(prompt);
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let template = crate::feed::chat_template::ChatTemplate::load(dir, None)?;
+        // Its keys in transformers' order (a template may print the message).
+        let messages = format!(r#"[{{"role": "user", "content": {}}}]"#, serde_json::Value::from(prompt));
+        let how = crate::feed::chat_template::Render { add_generation_prompt: true, ..Default::default() };
+        let text = template.render(&messages, &how)?;
+        self.encode_plain(&text)
+    }
+
     /// Token ids with no special token (Hugging Face's `tokenizer(text, add_special_tokens=False)`).
     pub fn encode_plain(&self, text: &str) -> Result<Vec<i64>> {
         let enc = self.inner.encode(text, false).map_err(|e| Error::new(format!("{}: encoding a text: {e}", self.path.display())))?;

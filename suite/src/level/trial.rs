@@ -252,7 +252,10 @@ impl Trial<'_> {
         let tokenizer = self.tokenizer(&package)?;
         // Media inputs are what the Hugging Face processor made (chat template, expanded media tokens, pixels, mel
         // features), stored beside the goldens; text is tokenized here, so a changed prompt shows as a stale golden.
-        let inputs = if media { paths.load_inputs(|p| self.rel(p))? } else { Inputs::from_token_ids(&tokenizer.encode(prompt)?) };
+        let inputs = match media {
+            true => paths.load_inputs(|p| self.rel(p))?,
+            false => Inputs::from_token_ids(&self.case.prompt_ids(&tokenizer, prompt)?),
+        };
         if inputs.input_ids().is_empty() {
             return Err(Error::new(format!(
                 "{}: field `inputs.prompts`: the prompt {prompt:?} tokenizes to no ids; a trial needs at least one token",

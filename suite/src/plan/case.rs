@@ -217,6 +217,11 @@ pub struct Inputs {
     pub audio: Vec<String>,
     #[serde(default)]
     pub decoder_prompt: Option<String>,
+    /// Each prompt is one user turn rendered through the tokenizer's chat template with the generation prompt
+    /// (transformers' `apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)`),
+    /// the prompt an instruction-tuned model receives; its ids are the rendered text's, no special token added.
+    #[serde(default)]
+    pub chat: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -576,6 +581,14 @@ impl Case {
         }
         let clip = self.spec.inputs.audio.first().filter(|_| self.is_speech_to_text())?;
         Some(clip.rsplit('/').next().unwrap_or(clip))
+    }
+
+    /// A text prompt's ids, through the chat template where `inputs.chat` says so (an error names the field).
+    pub fn prompt_ids(&self, tokenizer: &crate::feed::tokenizer::TextTokenizer, prompt: &str) -> Result<Vec<i64>> {
+        let chat = self.spec.inputs.chat;
+        tokenizer
+            .encode_prompt(prompt, chat)
+            .map_err(|e| if chat { Error::new(format!("{}: field `inputs.chat`: {e}", self.file)) } else { e })
     }
 
     /// The case file's first prompt (or clip), whose name is the file's: not a later one's `<case>.p<k>`

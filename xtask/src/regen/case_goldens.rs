@@ -119,7 +119,7 @@ fn plan_stream(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype, lev
     }
     let tok = tok.map_err(|e| e.to_string())?;
     let ids = match modality {
-        Modality::Text => Some(TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?),
+        Modality::Text => Some(TextTokenizer::load(&tok).and_then(|t| case.prompt_ids(&t, prompt)).map_err(|e| e.to_string())?),
         _ => None,
     };
     let media =
@@ -154,6 +154,7 @@ fn plan_stream(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype, lev
         "images": images,
         "audio": audio,
         "prompt": prompt,
+        "chat": case.spec.inputs.chat,
         "max_new_tokens": case.max_new_tokens(),
         "eos_token_id": case.spec.generation.eos_token_id,
         "genai_config": genai.map(|(g, _)| g),

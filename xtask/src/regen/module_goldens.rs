@@ -179,7 +179,7 @@ fn plan(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype) -> Result<
     // Text: the prompt as tokenizer.json encodes it; speech and media: the ids the stored inputs hold (the forced
     // prefix; the processor's chat template with its media tokens).
     let ids = match modality {
-        Modality::Text => TextTokenizer::load(&tok).and_then(|t| t.encode(prompt)).map_err(|e| e.to_string())?,
+        Modality::Text => TextTokenizer::load(&tok).and_then(|t| case.prompt_ids(&t, prompt)).map_err(|e| e.to_string())?,
         _ => {
             let paths = suite.golden_paths(case, modality, Dtype::F32);
             let inputs = paths.load_inputs(|p| relative(root, p)).map_err(|e| format!("{e} (make the case's goldens first)"))?;
@@ -217,6 +217,7 @@ fn plan(scope: &Scope, case: &Case, modality: Modality, dtype: Dtype) -> Result<
         "processor": reference,
         "tokenizer": tok,
         "prompt": prompt,
+        "chat": case.spec.inputs.chat,
         "images": images,
         "audio": audio,
         "language": g.lang,

@@ -5,12 +5,12 @@
 //! `str.upper()` (so "ß" counts two). The item scores 1 minus the smallest such distance, set to 0 when below 0.5
 //! (`< 0.5`: exactly 0.5 is kept). The task is the mean over items.
 
-use crate::accuracy::python_str::{py_lower, py_split, py_strip};
+use crate::feed::python_str::{py_lower, py_split, py_strip};
 
 /// The metric itself, `anls(references, [prediction])["anls"]`; no answers score 0 (lmms-eval would raise).
 pub fn anls(prediction: &str, answers: &[String]) -> f64 {
     let norm = |s: &str| py_split(&py_lower(py_strip(s))).collect::<Vec<_>>().join(" ");
-    let upper_len = |s: &str| crate::accuracy::python_str::py_upper(s).chars().count();
+    let upper_len = |s: &str| crate::feed::python_str::py_upper(s).chars().count();
     let det = norm(prediction);
     let min = answers
         .iter()

@@ -1,5 +1,5 @@
 //! Whisper's text normalizers as lmms-eval 0.7.3 vendors them (`tasks/librispeech/whisper_normalizer/basic.py`,
-//! `english.py`), ported step for step with Python's own string semantics ([`crate::accuracy::python_str`]), since
+//! `english.py`), ported step for step with Python's own string semantics ([`crate::feed::python_str`]), since
 //! LibriSpeech's WER is computed on their output:
 //!
 //! - [`basic`]: `basic.py`, the `BasicTextNormalizer` and the symbol and diacritic removers;

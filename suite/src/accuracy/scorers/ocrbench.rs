@@ -6,7 +6,7 @@
 //! (no wider NFKC), lowercased, stripped, newlines made spaces. An answer that prepares to nothing (empty or
 //! blank) is in every prediction, so it always counts.
 
-use crate::accuracy::python_str::{py_lower, py_strip};
+use crate::feed::python_str::{py_lower, py_strip};
 
 /// `_fold_fullwidth_ascii`: U+FF01..U+FF5E to their ASCII forms, U+3000 to a space.
 fn fold_fullwidth(s: &str) -> String {

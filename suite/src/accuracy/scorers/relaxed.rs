@@ -8,7 +8,7 @@
 //! once lowercased. The prediction is scored as given; the gate's task path strips it first, as lmms-eval's
 //! `ConfigurableTask.process_results` does for every task (`media_gate::scores`).
 
-use crate::accuracy::python_str::{py_decimal, py_is_space, py_lower};
+use crate::feed::python_str::{py_decimal, py_is_space, py_lower};
 
 /// `relaxed_overall`, kept for every item.
 pub const OVERALL: &str = "relaxed_overall";

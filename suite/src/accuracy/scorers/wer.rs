@@ -13,7 +13,7 @@ use regex::Regex;
 
 use super::normalizer::basic::basic_normalize;
 use super::normalizer::english::EnglishTextNormalizer;
-use crate::accuracy::python_str::{py_is_punctuation, py_lower, py_split};
+use crate::feed::python_str::{py_is_punctuation, py_lower, py_split};
 
 /// One utterance's word edits against its reference's word count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,9 +4,9 @@
 
 use crate::accuracy::doc::{self, Doc};
 use crate::accuracy::lmms::{Direction, Facts, HookKind, ItemScore, MediaItem, Medium, Scorer};
-use crate::accuracy::python_str::py_is_space;
 use crate::accuracy::scorers;
 use crate::error::Result;
+use crate::feed::python_str::py_is_space;
 
 pub struct OcrBench;
 

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::re_sub::{compile, sub};
-use crate::accuracy::python_str::{py_is_mark_symbol_punct, py_is_nonspacing_mark, py_lower, py_nfkc, py_nfkd};
+use crate::feed::python_str::{py_is_mark_symbol_punct, py_is_nonspacing_mark, py_lower, py_nfkc, py_nfkd};
 
 /// The patterns, compiled once; `\s` is spelled `[\s\x1C-\x1F]` to be Python's.
 struct Patterns {

@@ -1,7 +1,7 @@
 //! Python's integers and `fractions.Fraction`, as far as the number normalizer needs them. Python's integers are
 //! unbounded (`a decillion` is 10^33), so these count in decimal strings.
 
-use crate::accuracy::python_str::py_decimal;
+use crate::feed::python_str::py_decimal;
 
 /// A non-negative integer of any size, in decimal digits without leading zeros.
 #[derive(Debug, Clone, PartialEq, Eq)]

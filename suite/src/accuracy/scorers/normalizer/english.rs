@@ -10,7 +10,7 @@ use regex::Regex;
 use super::basic::{collapse_spaces, drop_bracketed, remove_symbols_and_diacritics};
 use super::numbers::Numbers;
 use super::re_sub::{compile, group, sub, sub_literals};
-use crate::accuracy::python_str::{py_lower, py_split};
+use crate::feed::python_str::{py_lower, py_split};
 
 /// The patterns, compiled once; `\s` is spelled `[\s\x1C-\x1F]` to be Python's.
 struct Patterns {

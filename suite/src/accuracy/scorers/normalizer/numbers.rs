@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::decimal::{Decimal, Int};
 use super::re_sub::{bounded_spans, compile, group, sub, sub_bounded};
-use crate::accuracy::python_str::{py_split, py_strip};
+use crate::feed::python_str::{py_split, py_strip};
 
 /// The patterns, compiled once; `\s` is spelled `[\s\x1C-\x1F]` to be Python's.
 struct Patterns {

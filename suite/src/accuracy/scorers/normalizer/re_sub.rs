@@ -4,13 +4,13 @@
 
 use regex::{Captures, Regex};
 
-use crate::accuracy::python_str::py_is_word;
+use crate::feed::python_str::py_is_word;
 
 /// A normalizer pattern, compiled; the patterns are constants, so a failure is a bug in this module. Its `\d` (used
 /// outside brackets only) is Python 3.11's, `str.isdecimal` over Unicode 14.0: the `regex` crate's is Unicode 16's,
 /// where a Kawi digit (U+11F50..) is a digit that Python's normalizers do not see.
 pub fn compile(pattern: &str) -> Regex {
-    let pattern = pattern.replace(r"\d", &crate::accuracy::python_str::py_decimal_class());
+    let pattern = pattern.replace(r"\d", &crate::feed::python_str::py_decimal_class());
     Regex::new(&pattern).unwrap_or_else(|e| panic!("normalizer pattern {pattern:?}: {e}"))
 }
 
