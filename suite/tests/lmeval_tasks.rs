@@ -218,3 +218,48 @@ fn parquet_splits_read_as_their_jsonl_twins() {
     let files = lmeval::split_files(&root, Some(&root.join("parquet")), None, &c, "test", "t").unwrap();
     assert_eq!(files, [root.join("parquet/ARC-Easy/test-00000-of-00001.parquet")]);
 }
+
+/// lm-eval 0.4.13 run with `--apply_chat_template` (alone, with `--fewshot_as_multiturn`, with a
+/// `--system_instruction`) on arc_easy and mmlu_abstract_algebra (2-shot) with SmolLM2-135M-Instruct's tokenizer and
+/// chat template: the suite builds the same context, continuations and token ids, document for document
+/// (tests/data/lmeval/chat.json, `xtask/reference/lmeval/chat.py`). Needs the real tier's tokenizer (CI builds it).
+#[test]
+fn lm_evals_chat_requests_are_the_suites() {
+    use mobius_conformance::accuracy::task::chat::Chat;
+    use mobius_conformance::feed::chat_template::ChatTemplate;
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(workspace_root().join("tests/data/lmeval/chat.json")).unwrap()).unwrap();
+    let model = workspace_root().join(want["model"].as_str().unwrap());
+    if !model.is_dir() {
+        eprintln!("{} is not built here (cargo xtask real): lm-eval's chat requests not compared", model.display());
+        assert!(std::env::var_os("CI").is_none(), "CI builds the real tier: {} must be there", model.display());
+        return;
+    }
+    let tok = TextTokenizer::load(&model.join("tokenizer.json")).unwrap();
+    let template = ChatTemplate::load(&model, None).unwrap();
+    let mut compared = 0;
+    for run in want["runs"].as_array().unwrap() {
+        let task_name = run["task"].as_str().unwrap();
+        let (_, file, dataset, _) = TASKS.iter().find(|t| t.0 == task_name).unwrap();
+        let (task, _) = load(file, dataset, run["num_fewshot"].as_u64().unwrap() as usize);
+        let chat = Chat {
+            template: template.clone(),
+            fewshot_as_multiturn: run["fewshot_as_multiturn"].as_bool().unwrap(),
+            system_instruction: run.get("system_instruction").and_then(Value::as_str).map(str::to_string),
+        };
+        let items = task.items_with(&tok, Some(&chat)).unwrap();
+        for d in run["docs"].as_array().unwrap() {
+            let at = format!("{} {task_name} doc {}", run["mode"], d["doc_id"]);
+            let item = &items[d["doc_id"].as_u64().unwrap() as usize];
+            let context = d["context"].as_str().unwrap();
+            // The suite keeps the context after lm-eval's whitespace rule (its trailing whitespace moves on).
+            assert_eq!(item.context, context.trim_end_matches(py_is_space), "{at}: context");
+            let ItemKind::MultipleChoice { context_ids, continuations, .. } = &item.kind else { panic!("{at}: multiple choice") };
+            assert_eq!(context_ids, &ids(&d["context_ids"]), "{at}: context ids");
+            let want_conts: Vec<Vec<i64>> = d["continuation_ids"].as_array().unwrap().iter().map(ids).collect();
+            assert_eq!(continuations, &want_conts, "{at}: continuation ids");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 20, "documents compared");
+}

@@ -166,10 +166,11 @@ const TASKS: &[(&str, &str)] = &[
     (
         "reference-data",
         "\
-  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles|lmms-data|log-mel|chat-templates|lmms-scorers ...]
+  reference-data [--only knowledge|lmeval-corners|lmeval-taskfiles|lmeval-chat|lmms-data|log-mel|chat-templates|lmms-scorers ...]
       Rewrite the committed data the reference tools produce, from the repository root: the real tier's
       knowledge items (fixtures/tasks/knowledge/test.jsonl, seeded), and lm-eval 0.4.13's own answers on the
-      gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json), the
+      gate's corner tasks and on its task files (tests/data/lmeval/corners.json, taskfiles.json; with
+      --apply_chat_template on SmolLM2-135M-Instruct's template: chat.json), the
       multimodal gate's image datasets (tests/data/lmms/hub), transformers' Whisper features
       (tests/data/log_mel/expected.json), transformers' chat-template renderings of fixtures/chat/corpus.json
       (tests/data/chat/corpus.json, after `cargo xtask real`: its tokenizers are among them) and lmms-eval 0.7.3's own scorers on crafted strings and on the

@@ -88,6 +88,7 @@ const REFERENCE_DATA: &[(&str, &str, &str, Option<&str>)] = &[
         Some("arith-tiny"),
     ),
     ("lmeval-taskfiles", "lmeval.taskfiles", "tests/data/lmeval/taskfiles.json", Some("qwen3-tiny")),
+    ("lmeval-chat", "lmeval.chat", "tests/data/lmeval/chat.json (after `cargo xtask real`: SmolLM2-135M-Instruct's template)", None),
     (
         "lmms-data",
         "lmms_data",

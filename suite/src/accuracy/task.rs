@@ -11,6 +11,7 @@
 //!   continuation's tokens are the whole string's tokens after the context's. Where a token merges across that
 //!   boundary (the whole string's first tokens are not the context's), the item is counted and reported.
 
+pub mod chat;
 pub mod lmeval_file;
 pub mod spec;
 
@@ -155,11 +156,7 @@ impl Task {
     /// split, `doc` itself (every copy of it, by equality) is left out of the pool first, as lm-eval does.
     pub fn fewshot_prefix(&self, doc: Option<&Doc>) -> Result<String> {
         let s = &self.spec;
-        let exclude = doc.filter(|_| self.fewshot_is_test());
-        let pool: Vec<&Doc> = self.fewshot.iter().filter(|d| exclude.is_none_or(|x| x != *d)).collect();
-        if pool.len() < s.num_fewshot {
-            bail!("{}: `num_fewshot` is {} but the few-shot pool has {} documents", self.file, s.num_fewshot, pool.len());
-        }
+        let pool = self.fewshot_pool(doc)?;
         let mut out = match (s.description.contains("{{"), doc) {
             (true, Some(d)) => {
                 lmeval::fill_template(&s.description, d).map_err(|e| e.context(format!("{}: field `description`", self.file)))?
@@ -176,6 +173,17 @@ impl Task {
         Ok(out)
     }
 
+    /// The few-shot pool of `doc` (lm-eval's `first_n` sampler draws its first `num_fewshot`): when the few-shot split
+    /// is the test split, `doc` itself (every copy of it, by equality) is left out first, as lm-eval does.
+    fn fewshot_pool(&self, doc: Option<&Doc>) -> Result<Vec<&Doc>> {
+        let exclude = doc.filter(|_| self.fewshot_is_test());
+        let pool: Vec<&Doc> = self.fewshot.iter().filter(|d| exclude.is_none_or(|x| x != *d)).collect();
+        if pool.len() < self.spec.num_fewshot {
+            bail!("{}: `num_fewshot` is {} but the few-shot pool has {} documents", self.file, self.spec.num_fewshot, pool.len());
+        }
+        Ok(pool)
+    }
+
     /// Whether the few-shot examples come from the scored split itself.
     fn fewshot_is_test(&self) -> bool {
         self.spec.fewshot.as_deref().is_some_and(|f| Path::new(f) == Path::new(&self.spec.test))
@@ -183,6 +191,23 @@ impl Task {
 
     /// Every document's request, tokenized.
     pub fn items(&self, tokenizer: &TextTokenizer) -> Result<Vec<Item>> {
+        self.items_with(tokenizer, None)
+    }
+
+    /// Every document's request, tokenized, through a chat template where `chat` is given ([`chat`]).
+    pub fn items_with(&self, tokenizer: &TextTokenizer, chat: Option<&chat::Chat>) -> Result<Vec<Item>> {
+        if let Some(chat) = chat {
+            return self
+                .docs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let context = self.chat_context(d, chat)?;
+                    // Under a chat template the continuation is the bare choice (lm-eval drops `target_delimiter`).
+                    item(&self.spec, i, d, &context, "", tokenizer).map_err(|e| e.context(format!("{}: document {i}", self.file)))
+                })
+                .collect();
+        }
         let per_doc = self.fewshot_is_test() || self.spec.description.contains("{{");
         let shared = if per_doc { None } else { Some(self.fewshot_prefix(None)?) };
         self.docs
@@ -193,15 +218,18 @@ impl Task {
                     Some(p) => p.clone(),
                     None => self.fewshot_prefix(Some(d))?,
                 };
-                item(&self.spec, i, d, &prefix, tokenizer).map_err(|e| e.context(format!("{}: document {i}", self.file)))
+                let context =
+                    self.spec.text(d).map(|t| format!("{prefix}{t}")).map_err(|e| e.context(format!("{}: document {i}", self.file)))?;
+                item(&self.spec, i, d, &context, &self.spec.target_delimiter, tokenizer)
+                    .map_err(|e| e.context(format!("{}: document {i}", self.file)))
             })
             .collect()
     }
 }
 
-/// One document's request: its context after the few-shot `prefix`, tokenized with each choice, or its target.
-fn item(spec: &TaskSpec, i: usize, doc: &Doc, prefix: &str, tokenizer: &TextTokenizer) -> Result<Item> {
-    let context = format!("{prefix}{}", spec.text(doc)?);
+/// One document's request: its `context`, tokenized with each choice after `delimiter`, or its target.
+fn item(spec: &TaskSpec, i: usize, doc: &Doc, context: &str, delimiter: &str, tokenizer: &TextTokenizer) -> Result<Item> {
+    let context = context.to_string();
     match spec.output_type {
         OutputType::GenerateUntil => {
             let target = spec.target_text(doc)?;
@@ -215,7 +243,7 @@ fn item(spec: &TaskSpec, i: usize, doc: &Doc, prefix: &str, tokenizer: &TextToke
             let mut boundary_merge = false;
             let mut ctx_text = context.clone();
             for c in &choices {
-                let pair = encode_pair(tokenizer, &context, &format!("{}{c}", spec.target_delimiter))?;
+                let pair = encode_pair(tokenizer, &context, &format!("{delimiter}{c}"))?;
                 boundary_merge |= pair.boundary_merge;
                 context_ids = pair.context;
                 ctx_text = pair.context_text;
