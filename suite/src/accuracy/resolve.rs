@@ -49,6 +49,16 @@ pub struct Overrides {
     /// reference's, character for character.
     #[serde(default)]
     pub plumbing_only: bool,
+    /// lm-eval's `--apply_chat_template`: the requests go through the tokenizer's chat template
+    /// (`accuracy/task/chat.rs`).
+    #[serde(default)]
+    pub apply_chat_template: bool,
+    /// lm-eval's `--fewshot_as_multiturn` (its default under a chat template: on).
+    #[serde(default)]
+    pub fewshot_as_multiturn: Option<bool>,
+    /// lm-eval's `--system_instruction`.
+    #[serde(default)]
+    pub system_instruction: Option<String>,
 }
 
 impl Source {

@@ -95,7 +95,7 @@ pub fn load_items_with(root: &Path, file: &str, source: &Source, tokenizer: &Tex
         return Ok(hit.clone());
     }
     let task = Task::load_with(root, file, source)?;
-    let items = task.items(tokenizer)?;
+    let items = task.requests(tokenizer, source)?;
     let loaded = std::sync::Arc::new((task, items));
     cache.lock().unwrap_or_else(|p| p.into_inner()).insert(key, loaded.clone());
     Ok(loaded)
@@ -192,6 +192,27 @@ impl Task {
     /// Every document's request, tokenized.
     pub fn items(&self, tokenizer: &TextTokenizer) -> Result<Vec<Item>> {
         self.items_with(tokenizer, None)
+    }
+
+    /// Every document's request as the case asks for it: through the tokenizer's chat template where its entry sets
+    /// `apply_chat_template` (with `fewshot_as_multiturn`, on by default there as in lm-eval, and `system_instruction`).
+    pub fn requests(&self, tokenizer: &TextTokenizer, source: &Source) -> Result<Vec<Item>> {
+        let o = &source.overrides;
+        if !o.apply_chat_template {
+            if o.fewshot_as_multiturn.is_some() || o.system_instruction.is_some() {
+                bail!("{}: `fewshot_as_multiturn` and `system_instruction` need `apply_chat_template: true`", self.file);
+            }
+            return self.items(tokenizer);
+        }
+        let dir = tokenizer.path.parent().unwrap_or(Path::new("."));
+        let template = crate::feed::chat_template::ChatTemplate::load(dir, None)
+            .map_err(|e| e.context(format!("{}: `apply_chat_template`", self.file)))?;
+        let chat = chat::Chat {
+            template,
+            fewshot_as_multiturn: o.fewshot_as_multiturn.unwrap_or(true),
+            system_instruction: o.system_instruction.clone(),
+        };
+        self.items_with(tokenizer, Some(&chat))
     }
 
     /// Every document's request, tokenized, through a chat template where `chat` is given ([`chat`]).

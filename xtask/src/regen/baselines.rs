@@ -88,7 +88,7 @@ fn plan(suite: &Suite, case: &Case, work: &Path) -> Result<Vec<(serde_json::Valu
             .map_err(|e| e.to_string())?;
         let tokenizer = TextTokenizer::load(&tok).map_err(|e| e.to_string())?;
         let task = Task::load_with(root, file, &resolved.source).map_err(|e| e.to_string())?;
-        let items = task.items(&tokenizer).map_err(|e| e.to_string())?;
+        let items = task.requests(&tokenizer, &resolved.source).map_err(|e| e.to_string())?;
         let name = resolved.name.clone();
         let raw = work.join(format!("baseline.{name}.{}.safetensors", case.name));
         let mut requests = Vec::new();
