@@ -263,3 +263,21 @@ fn lm_evals_chat_requests_are_the_suites() {
     }
     assert_eq!(compared, 20, "documents compared");
 }
+
+#[test]
+fn chat_options_without_the_template_are_refused_and_a_tokenizer_without_one_is_named() {
+    let data = lmeval::hub_snapshot(&hub(), "allenai/ai2_arc").unwrap();
+    let file = "tests/data/lmeval/lm_eval_tasks/arc/arc_easy.yaml";
+    let with = |o: Overrides| Source { data: Some(data.clone()), overrides: o, ..Source::default() };
+    let tok = TextTokenizer::load(&workspace_root().join("fixtures/tokenizer")).unwrap();
+    let source = with(Overrides { system_instruction: Some("Be brief.".into()), ..Overrides::default() });
+    let task = Task::load_with(&workspace_root(), file, &source).unwrap();
+    let e = task.requests(&tok, &source).unwrap_err().to_string();
+    assert!(e.contains("arc_easy.yaml") && e.contains("need `apply_chat_template: true`"), "{e}");
+    // The fixture tokenizer has no chat template: the task and the tokenizer's folder are named.
+    let source = with(Overrides { apply_chat_template: true, ..Overrides::default() });
+    let e = task.requests(&tok, &source).unwrap_err().to_string();
+    assert!(e.contains("arc_easy.yaml: `apply_chat_template`") && e.contains("has no chat template"), "{e}");
+    // Without the options, the plain requests.
+    assert_eq!(task.requests(&tok, &Source { data: Some(data), ..Source::default() }).unwrap(), task.items(&tok).unwrap());
+}
