@@ -266,6 +266,16 @@ impl ChatTemplate {
     }
 }
 
+/// A conversation as the JSON text [`ChatTemplate::render`] takes: `{"role", "content"}` per turn, in that order (the
+/// order transformers' dicts keep, which a template that prints a message shows).
+pub fn messages_json<'a>(turns: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let items: Vec<String> = turns
+        .into_iter()
+        .map(|(role, content)| format!(r#"{{"role": {}, "content": {}}}"#, Json::from(role), Json::from(content)))
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
 /// The final message with transformers' tag appended to its content (a string, or the last block of a list that has
 /// a `text`), its keys in their order; and the text before the tag. `None`: it has no such content.
 fn tag_final(message: &Value) -> Option<(Value, String)> {

@@ -52,8 +52,7 @@ impl TextTokenizer {
         }
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let template = crate::feed::chat_template::ChatTemplate::load(dir, None)?;
-        // Its keys in transformers' order (a template may print the message).
-        let messages = format!(r#"[{{"role": "user", "content": {}}}]"#, serde_json::Value::from(prompt));
+        let messages = crate::feed::chat_template::messages_json([("user", prompt)]);
         let how = crate::feed::chat_template::Render { add_generation_prompt: true, ..Default::default() };
         let text = template.render(&messages, &how)?;
         self.encode_plain(&text)

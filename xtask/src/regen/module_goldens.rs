@@ -1,8 +1,9 @@
 //! The localize level's goldens (`<case>[.<modality>][.<dtype>].modules.safetensors`): planned here for each case
 //! with L4, for each of its modalities (the float32 reference; the int4 kernel-parity reference where the case has
 //! int4 builds of a text or speech-to-text model; the reference with its weights rounded to float16 or bfloat16 where
-//! the case has builds of that dtype, stored as its difference from the float32 golden), made by `xtask/reference/modules.py` (each module's output along
-//! the model, a multimodal model's towers included, with its own float32-vs-float64 noise), read back through the
+//! the case has builds of that dtype, stored as its difference from the float32 golden), made by
+//! `xtask/reference/modules.py` (each module's output along the model, a multimodal model's towers included, with
+//! its own float32-vs-float64 noise), read back through the
 //! suite's own loader, and written like every golden: atomically, UNCHANGED within noise, held back without `--force`.
 
 use std::path::{Path, PathBuf};

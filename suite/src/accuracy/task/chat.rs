@@ -16,7 +16,7 @@ use super::Task;
 use crate::accuracy::doc::Doc;
 use crate::accuracy::lmeval;
 use crate::error::{Error, Result};
-use crate::feed::chat_template::{ChatTemplate, Render, RenderError};
+use crate::feed::chat_template::{ChatTemplate, Render, RenderError, messages_json};
 use crate::feed::python_str::py_is_space;
 
 /// How a task is put through a chat template (lm-eval's command-line options).
@@ -94,13 +94,9 @@ fn single_turn(mut turns: Vec<Turn>) -> Vec<Turn> {
     system.into_iter().chain([Turn { role: "user", content: text, delimiter: String::new() }]).collect()
 }
 
-/// The turns as the JSON list transformers is handed (`{"role", "content"}`, in that order).
+/// The turns as the JSON list transformers is handed.
 fn json(turns: &[Turn]) -> String {
-    let items: Vec<String> = turns
-        .iter()
-        .map(|t| format!(r#"{{"role": {}, "content": {}}}"#, serde_json::Value::from(t.role), serde_json::Value::from(t.content.as_str())))
-        .collect();
-    format!("[{}]", items.join(", "))
+    messages_json(turns.iter().map(|t| (t.role, t.content.as_str())))
 }
 
 #[cfg(test)]
